@@ -1,0 +1,58 @@
+/* symbols.h - ELF symbols of the target's mapped files, through libdwfl.
+ *
+ * Whatever the binary carries is used: DWARF, .symtab, or only .dynsym.
+ * Files are opened from disk through /proc/PID/root; JIT code, memfd and
+ * deleted mappings are never reported to libdwfl (their names come from
+ * the VM's own code tables, see naming/).  Nothing here reads
+ * /proc/PID/mem. */
+#ifndef XB_SYMBOLS_H
+#define XB_SYMBOLS_H
+
+#include "xb/procmaps.h"
+#include <elfutils/libdwfl.h>
+#include <stdint.h>
+
+enum xb_debug { XB_DEBUG_DYNSYM, XB_DEBUG_SYMTAB, XB_DEBUG_DWARF };
+const char *xb_debug_name(enum xb_debug d);
+
+struct xb_sym {
+	uint64_t addr, size; /* run-time address */
+	const char *name;
+};
+
+struct xb_modsyms {
+	Dwfl_Module *mod;
+	const char *name; /* basename of the file */
+	uint64_t low, high;
+	struct xb_sym *byaddr; /* functions, sorted by address */
+	size_t naddr;
+	struct xb_sym *byname; /* all symbols, sorted by name */
+	size_t nname;
+	bool loaded;
+};
+
+struct xb_symbols {
+	pid_t pid;
+	Dwfl *dwfl;
+	struct xb_modsyms *mods;
+	size_t nmods;
+};
+
+int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps);
+void xb_symbols_close(struct xb_symbols *s);
+/* Module whose file path is PATH (as in maps), or NULL. */
+struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path);
+struct xb_modsyms *xb_symbols_module_at(struct xb_symbols *s, uint64_t addr);
+/* Address of symbol NAME in module M (any binding, functions and data);
+ * 0 when absent. */
+uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const char *name,
+			   uint64_t *size);
+/* Function containing ADDR.  A symbol only covers [addr, addr+size): an
+ * address past the end of the nearest symbol (a static function in a
+ * stripped binary) gets NULL, never its neighbour's name. */
+const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
+				     struct xb_modsyms **modp);
+enum xb_debug xb_symbols_debug_level(struct xb_symbols *s, struct xb_modsyms *m, Dwarf **dw,
+				     Dwarf_Addr *bias);
+
+#endif

@@ -1,0 +1,83 @@
+/* vm.h - attaching to a running BEAM: identify it, pick its release table,
+ * resolve the symbols we need, and decode atoms.  Shared by every tool. */
+#ifndef XB_VM_H
+#define XB_VM_H
+
+#include "xb/release.h"
+#include "xb/remote.h"
+#include "xb/symbols.h"
+
+#include <limits.h>
+#include <sys/types.h>
+
+struct xb_atom_cache {
+	uint64_t *keys; /* atom index + 1; 0 = empty */
+	char **vals;    /* quoted atom text */
+	size_t cap, n;
+};
+
+/* Addresses of the VM's globals (run-time, 0 when unknown). */
+struct xb_vm_syms {
+	uint64_t atom_table;      /* erts_atom_table (atom.c) */
+	uint64_t proc_tab;        /* erts_proc (erl_process.c) */
+	uint64_t sched_data_ptr;  /* erts_aligned_scheduler_data: pointer variable */
+	uint64_t no_schedulers;   /* erts_no_schedulers (Uint) */
+	uint64_t jit_desc;        /* __jit_debug_descriptor */
+	uint64_t ranges;          /* static `r` in beam_ranges.c */
+	const char *ranges_how;   /* how `r` was found */
+	uint64_t active_code_ix;  /* the_active_code_index (erts_atomic32_t) */
+	uint64_t normal_exit_ptr; /* beam_normal_exit: pointer variable */
+	uint64_t frame_layout;    /* erts_frame_layout (int) */
+	uint64_t process_main, process_main_size;
+};
+
+struct xb_vm {
+	pid_t pid;
+	char exe[PATH_MAX];  /* as /proc/PID/exe names it */
+	char root[PATH_MAX]; /* OTP root (-root) */
+	char erts[32];       /* erts version */
+	char otp[32];        /* OTP release (major), "?" if unknown */
+	char otp_version[32];/* full OTP version when known */
+	enum xb_flavor flavor;
+	enum xb_debug debug;
+	struct xb_remote mem;
+	struct xb_symbols syms;
+	struct xb_modsyms *beam;
+	Dwarf *dwarf;        /* beam's DWARF, or NULL */
+	Dwarf_Addr dwarf_bias;
+	const struct xb_release *rel; /* NULL only when running from DWARF alone */
+	bool table_from_dwarf;        /* no table: offsets from DWARF */
+	int64_t off[XB_F_COUNT];
+	struct xb_regroles regs;
+	int num_code_ix, pid_num_bits, pid_ser_bits;
+	struct xb_vm_syms sym;
+	struct xb_atom_cache atoms;
+};
+
+/* Attach (read-only).  On error, xb_err() holds a one-line message that
+ * names the problem and the fix. */
+int xb_vm_attach(struct xb_vm *vm, pid_t pid);
+void xb_vm_detach(struct xb_vm *vm);
+/* Is the process still alive? */
+bool xb_vm_alive(struct xb_vm *vm);
+/* Field offset, or XB_NOFIELD. */
+static inline int64_t xb_off(const struct xb_vm *vm, enum xb_field f) { return vm->off[f]; }
+const char *xb_flavor_name(enum xb_flavor f);
+
+/* The atom's text, quoted as the VM prints it (cached: atoms are never
+ * freed).  NULL on a bad term or failed read. */
+const char *xb_vm_atom(struct xb_vm *vm, uint64_t term);
+/* Raw (unquoted) text of an atom into buf. */
+int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_t *outlen);
+
+/* Number of the running scheduler threads and the address of scheduler
+ * N's data (1-based). */
+int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr);
+
+/* Find the static `r` of beam_ranges.c through the code of an exported
+ * function that references it (no DWARF, no .symtab).  Exposed for tests. */
+uint64_t xb_vm_find_ranges_by_refs(struct xb_vm *vm);
+/* Does ADDR look like the ranges array (sorted, sane counts)? */
+bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr);
+
+#endif

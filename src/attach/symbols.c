@@ -1,0 +1,308 @@
+/* symbols.c - symbol tables of the target's modules via libdwfl. */
+#define _GNU_SOURCE
+#include "xb/symbols.h"
+#include "xb/common.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *xb_debug_name(enum xb_debug d)
+{
+	switch (d) {
+	case XB_DEBUG_DWARF:
+		return "dwarf";
+	case XB_DEBUG_SYMTAB:
+		return "symtab";
+	default:
+		return "dynsym";
+	}
+}
+
+/* libdwfl's find_elf callback has no user pointer we control before the
+ * module exists; one target per process is all the tools need. */
+static pid_t report_pid;
+
+/* Open module files through /proc/PID/root so containers and chroots see
+ * the same files the target does. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		    char **file_name, Elf **elfp)
+{
+	(void)mod;
+	(void)base;
+	(void)userdata;
+	*elfp = NULL;
+	if (modname[0] != '/')
+		return -1;
+	char path[4200];
+	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)report_pid, modname);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(modname, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		*file_name = strdup(modname);
+	return fd;
+}
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+static bool reportable(const struct xb_map *m)
+{
+	const char *p = m->path;
+	if (p[0] != '/')
+		return false;
+	if (strncmp(p, "/memfd:", 7) == 0 || strncmp(p, "/dev/", 5) == 0 ||
+	    strstr(p, " (deleted)"))
+		return false;
+	return true;
+}
+
+struct modlist {
+	Dwfl_Module **v;
+	size_t n, cap;
+};
+
+static int collect_module(Dwfl_Module *m, void **ud, const char *n, Dwarf_Addr a, void *arg)
+{
+	(void)ud;
+	(void)n;
+	(void)a;
+	struct modlist *c = arg;
+	if (xb_grow((void **)&c->v, &c->cap, c->n + 1, sizeof(*c->v)) < 0)
+		return DWARF_CB_ABORT;
+	c->v[c->n++] = m;
+	return DWARF_CB_OK;
+}
+
+int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	report_pid = pid;
+	s->dwfl = dwfl_begin(&callbacks);
+	if (!s->dwfl)
+		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));
+	/* Feed libdwfl a filtered copy of the maps: only regular files. */
+	size_t cap = 0, len = 0;
+	char *text = NULL;
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct xb_map *m = &maps->v[i];
+		if (!reportable(m))
+			continue;
+		char line[4400];
+		int n = snprintf(line, sizeof(line), "%llx-%llx %c%c%c%c %08llx %02x:%02x %llu %s\n",
+				 (unsigned long long)m->start, (unsigned long long)m->end,
+				 m->readable ? 'r' : '-', m->writable ? 'w' : '-',
+				 m->executable ? 'x' : '-', m->shared ? 's' : 'p',
+				 (unsigned long long)m->offset, m->dev_major, m->dev_minor,
+				 (unsigned long long)m->inode, m->path);
+		if (n < 0 || (size_t)n >= sizeof(line))
+			continue;
+		if (xb_grow((void **)&text, &cap, len + (size_t)n + 1, 1) < 0) {
+			free(text);
+			return -1;
+		}
+		memcpy(text + len, line, (size_t)n + 1);
+		len += (size_t)n;
+	}
+	if (!text)
+		return xb_fail("process %d maps no files", (int)pid);
+	FILE *f = fmemopen(text, len, "r");
+	if (!f) {
+		free(text);
+		return xb_fail("fmemopen: %m");
+	}
+	dwfl_report_begin(s->dwfl);
+	int r = dwfl_linux_proc_maps_report(s->dwfl, f);
+	fclose(f);
+	free(text);
+	if (r != 0 || dwfl_report_end(s->dwfl, NULL, NULL) != 0)
+		return xb_fail("libdwfl could not report modules of process %d: %s (%d)", (int)pid,
+			       dwfl_errmsg(-1), r);
+
+	/* Collect modules. */
+	struct modlist c = { NULL, 0, 0 };
+	if (dwfl_getmodules(s->dwfl, collect_module, &c, 0) < 0 || !c.v) {
+		free(c.v);
+		return xb_fail("libdwfl found no modules in process %d", (int)pid);
+	}
+	s->mods = calloc(c.n ? c.n : 1, sizeof(*s->mods));
+	if (!s->mods)
+		return xb_fail("out of memory");
+	for (size_t i = 0; i < c.n; i++) {
+		struct xb_modsyms *m = &s->mods[s->nmods++];
+		Dwarf_Addr lo, hi;
+		const char *name = dwfl_module_info(c.v[i], NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+		m->mod = c.v[i];
+		m->low = lo;
+		m->high = hi;
+		const char *b = name ? strrchr(name, '/') : NULL;
+		m->name = b ? b + 1 : (name ? name : "?");
+	}
+	free(c.v);
+	return 0;
+}
+
+void xb_symbols_close(struct xb_symbols *s)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		free(s->mods[i].byaddr);
+		free(s->mods[i].byname);
+	}
+	free(s->mods);
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	memset(s, 0, sizeof(*s));
+}
+
+struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		const char *name = dwfl_module_info(s->mods[i].mod, NULL, NULL, NULL, NULL, NULL,
+						    NULL, NULL);
+		if (name && strcmp(name, path) == 0)
+			return &s->mods[i];
+	}
+	return NULL;
+}
+
+struct xb_modsyms *xb_symbols_module_at(struct xb_symbols *s, uint64_t addr)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (addr >= s->mods[i].low && addr < s->mods[i].high)
+			return &s->mods[i];
+	return NULL;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	const struct xb_sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* Prefer the larger (more specific, e.g. global over alias) symbol. */
+	return x->size > y->size ? -1 : x->size < y->size;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	const struct xb_sym *x = a, *y = b;
+	return strcmp(x->name, y->name);
+}
+
+static void load(struct xb_modsyms *m)
+{
+	if (m->loaded)
+		return;
+	m->loaded = true;
+	int n = dwfl_module_getsymtab(m->mod);
+	if (n <= 0)
+		return;
+	m->byname = calloc((size_t)n, sizeof(*m->byname));
+	m->byaddr = calloc((size_t)n, sizeof(*m->byaddr));
+	if (!m->byname || !m->byaddr)
+		return;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, NULL, NULL, NULL);
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF)
+			continue;
+		int type = GELF_ST_TYPE(sym.st_info);
+		struct xb_sym e = { addr, sym.st_size, name };
+		if (type == STT_FUNC || type == STT_OBJECT || type == STT_NOTYPE ||
+		    type == STT_GNU_IFUNC || type == STT_TLS)
+			m->byname[m->nname++] = e;
+		if ((type == STT_FUNC || type == STT_GNU_IFUNC) && sym.st_size > 0)
+			m->byaddr[m->naddr++] = e;
+	}
+	qsort(m->byname, m->nname, sizeof(*m->byname), cmp_name);
+	qsort(m->byaddr, m->naddr, sizeof(*m->byaddr), cmp_addr);
+}
+
+uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const char *name,
+			   uint64_t *size)
+{
+	(void)s;
+	if (!m)
+		return 0;
+	load(m);
+	struct xb_sym key = { 0, 0, name };
+	struct xb_sym *e = bsearch(&key, m->byname, m->nname, sizeof(key), cmp_name);
+	if (!e)
+		return 0;
+	/* Several local symbols can share a name (static `r` in many files):
+	 * refuse to choose between them. */
+	if ((e > m->byname && strcmp(e[-1].name, name) == 0) ||
+	    (e + 1 < m->byname + m->nname && strcmp(e[1].name, name) == 0)) {
+		struct xb_sym *first = e;
+		while (first > m->byname && strcmp(first[-1].name, name) == 0)
+			first--;
+		uint64_t addr = first->addr;
+		for (struct xb_sym *p = first; p < m->byname + m->nname && strcmp(p->name, name) == 0; p++)
+			if (p->addr != addr)
+				return 0;
+	}
+	if (size)
+		*size = e->size;
+	return e->addr;
+}
+
+const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
+				     struct xb_modsyms **modp)
+{
+	struct xb_modsyms *m = xb_symbols_module_at(s, addr);
+	if (modp)
+		*modp = m;
+	if (!m)
+		return NULL;
+	load(m);
+	size_t lo = 0, hi = m->naddr;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->byaddr[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* lo-1 is the last symbol starting at or below addr; aliases and
+	 * nested symbols mean an earlier one may cover it too. */
+	for (size_t i = lo; i > 0 && lo - i < 8; i--) {
+		const struct xb_sym *e = &m->byaddr[i - 1];
+		if (addr < e->addr + e->size)
+			return e;
+	}
+	return NULL;
+}
+
+enum xb_debug xb_symbols_debug_level(struct xb_symbols *s, struct xb_modsyms *m, Dwarf **dw,
+				     Dwarf_Addr *bias)
+{
+	(void)s;
+	Dwarf_Addr b = 0;
+	Dwarf *d = dwfl_module_getdwarf(m->mod, &b);
+	if (dw)
+		*dw = d;
+	if (bias)
+		*bias = b;
+	if (d)
+		return XB_DEBUG_DWARF;
+	/* dwfl_module_getsymtab prefers .symtab; see whether the ELF has one. */
+	GElf_Addr eb;
+	Elf *elf = dwfl_module_getelf(m->mod, &eb);
+	Elf_Scn *scn = NULL;
+	while (elf && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+			return XB_DEBUG_SYMTAB;
+	}
+	return XB_DEBUG_DYNSYM;
+}

@@ -1,0 +1,525 @@
+/* vm.c - identify a running BEAM and bind it to a release table. */
+#define _GNU_SOURCE
+#include "xb/vm.h"
+#include "xb/common.h"
+#include "xb/dwarf_layout.h"
+#include "xb/term.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+const char *xb_flavor_name(enum xb_flavor f)
+{
+	return f == XB_FLAVOR_JIT ? "jit" : f == XB_FLAVOR_EMU ? "emu" : "unknown";
+}
+
+static int perm_error(pid_t pid, const char *what)
+{
+	return xb_fail("permission denied reading %s of process %d: run as root, or give this "
+		       "tool CAP_SYS_PTRACE (ptrace access is what process_vm_readv needs) and "
+		       "CAP_PERFMON (or lower kernel.perf_event_paranoid)",
+		       what, (int)pid);
+}
+
+/* "…/erts-13.1.5/bin/beam.smp" -> "13.1.5" */
+static bool erts_from_path(const char *path, char *out, size_t len)
+{
+	const char *p = strstr(path, "/erts-");
+	if (!p)
+		return false;
+	p += 6;
+	size_t n = strcspn(p, "/");
+	if (n == 0 || n >= len)
+		return false;
+	memcpy(out, p, n);
+	out[n] = 0;
+	return true;
+}
+
+/* -root DIR from the VM's command line (erlexec always passes it). */
+static void root_from_cmdline(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	size_t n;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	char *buf = xb_slurp(path, &n);
+	if (!buf)
+		return;
+	for (size_t i = 0; i < n;) {
+		const char *arg = buf + i;
+		size_t al = strnlen(arg, n - i);
+		if (strcmp(arg, "-root") == 0 && i + al + 1 < n) {
+			snprintf(out, len, "%s", buf + i + al + 1);
+			break;
+		}
+		i += al + 1;
+	}
+	free(buf);
+}
+
+/* releases/start_erl.data holds "ERTS_VSN REL_VSN"; releases/REL/OTP_VERSION
+ * the full OTP version. */
+static void otp_from_root(struct xb_vm *vm)
+{
+	char path[PATH_MAX + 128];
+	snprintf(path, sizeof(path), "/proc/%d/root%s/releases/start_erl.data", (int)vm->pid, vm->root);
+	char *data = xb_slurp(path, NULL);
+	char erts[32] = "", rel[32] = "";
+	if (data && sscanf(data, "%31s %31s", erts, rel) == 2) {
+		if (!vm->erts[0])
+			snprintf(vm->erts, sizeof(vm->erts), "%s", erts);
+		if (strcmp(erts, vm->erts) == 0)
+			snprintf(vm->otp, sizeof(vm->otp), "%s", rel);
+	}
+	free(data);
+	if (vm->otp[0]) {
+		snprintf(path, sizeof(path), "/proc/%d/root%s/releases/%s/OTP_VERSION", (int)vm->pid,
+			 vm->root, vm->otp);
+		char *v = xb_slurp(path, NULL);
+		if (v) {
+			v[strcspn(v, "\n")] = 0;
+			snprintf(vm->otp_version, sizeof(vm->otp_version), "%s", v);
+			free(v);
+		}
+	}
+}
+
+/* A JIT VM has executable code outside any file: the JIT's dual-mapped
+ * memfd, or anonymous executable memory with +JPperf.  The interpreter has
+ * none.  This works when the binary names nothing (OTP 29 stripped). */
+static enum xb_flavor flavor_from_maps(const struct xb_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct xb_map *m = &maps->v[i];
+		if (!m->executable)
+			continue;
+		if (strncmp(m->path, "/memfd:", 7) == 0 || m->path[0] == 0)
+			return XB_FLAVOR_JIT;
+	}
+	return XB_FLAVOR_EMU;
+}
+
+static uint64_t sym(struct xb_vm *vm, const char *name)
+{
+	return xb_symbols_lookup(&vm->syms, vm->beam, name, NULL);
+}
+
+static void resolve_symbols(struct xb_vm *vm)
+{
+	struct xb_vm_syms *s = &vm->sym;
+	s->atom_table = sym(vm, "erts_atom_table");
+	s->proc_tab = sym(vm, "erts_proc");
+	s->sched_data_ptr = sym(vm, "erts_aligned_scheduler_data");
+	s->no_schedulers = sym(vm, "erts_no_schedulers");
+	s->jit_desc = sym(vm, "__jit_debug_descriptor");
+	s->active_code_ix = sym(vm, "the_active_code_index");
+	s->normal_exit_ptr = sym(vm, "beam_normal_exit");
+	s->frame_layout = sym(vm, "erts_frame_layout");
+	s->process_main = xb_symbols_lookup(&vm->syms, vm->beam, "process_main", &s->process_main_size);
+	const char *rname = vm->rel ? vm->rel->sym_ranges : "r";
+	s->ranges = sym(vm, rname);
+	if (s->ranges && xb_vm_ranges_plausible(vm, s->ranges)) {
+		s->ranges_how = vm->debug == XB_DEBUG_DYNSYM ? "dynsym" : "symtab";
+	} else {
+		s->ranges = xb_vm_find_ranges_by_refs(vm);
+		s->ranges_how = s->ranges ? "code references" : "not found";
+	}
+}
+
+static int pick_table(struct xb_vm *vm)
+{
+	const char *force = getenv("EXTROSPECT_FORCE_RELEASE");
+	const char *want = force && *force ? force : vm->erts;
+	vm->rel = xb_release_find(want);
+	if (force && *force && !vm->rel)
+		return xb_fail("EXTROSPECT_FORCE_RELEASE=%s names no compiled-in release table", force);
+
+	int64_t dw[XB_F_COUNT];
+	int have_dwarf = vm->dwarf ? xb_dwarf_layout(vm->dwarf, dw) : 0;
+
+	if (vm->rel) {
+		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
+		memcpy(vm->off, fl->off, sizeof(vm->off));
+		vm->regs = fl->regs;
+		vm->num_code_ix = vm->rel->num_code_ix;
+		vm->pid_num_bits = vm->rel->pid_num_bits;
+		vm->pid_ser_bits = vm->rel->pid_ser_bits;
+		if (have_dwarf) {
+			/* DWARF describes this very binary: it wins, and a
+			 * disagreement is reported (the table may be for a
+			 * differently configured build). */
+			for (int i = 0; i < XB_F_COUNT; i++) {
+				if (dw[i] == XB_NOFIELD)
+					continue;
+				if (vm->off[i] != dw[i])
+					fprintf(stderr, "warning: %s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF\n",
+						xb_field_name(i), vm->rel->erts, (long long)vm->off[i], (long long)dw[i]);
+				vm->off[i] = dw[i];
+			}
+		}
+		return 0;
+	}
+	if (have_dwarf) {
+		/* No table, but the binary describes itself. */
+		memcpy(vm->off, dw, sizeof(vm->off));
+		vm->table_from_dwarf = true;
+		const struct xb_release *latest = xb_releases[0];
+		const struct xb_release_flavor *fl = xb_release_flavor(latest, vm->flavor);
+		vm->regs = fl->regs;
+		vm->num_code_ix = latest->num_code_ix;
+		vm->pid_num_bits = latest->pid_num_bits;
+		vm->pid_ser_bits = latest->pid_ser_bits;
+		if (vm->flavor == XB_FLAVOR_EMU) {
+			int r;
+			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
+				vm->regs.I = r;
+			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "E")) != XB_PREG_NONE)
+				vm->regs.E = r;
+		}
+		if (xb_verbose)
+			fprintf(stderr, "note: no release table for erts %s; using this beam's DWARF "
+					"(register roles as in erts %s)\n", vm->erts, latest->erts);
+		return 0;
+	}
+	char list[512];
+	xb_release_list(list, sizeof(list));
+	return xb_fail("unsupported release: OTP %s (erts %s) has no table here and this beam.smp "
+		       "has no DWARF; supported: %s; install the VM's debug symbols (its -dbgsym "
+		       "package) or build it with -g",
+		       vm->otp[0] ? vm->otp : "?", vm->erts[0] ? vm->erts : "?", list);
+}
+
+int xb_vm_attach(struct xb_vm *vm, pid_t pid)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->pid = pid;
+	snprintf(vm->otp, sizeof(vm->otp), "%s", "");
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return xb_fail("no such process: PID %d does not exist; find the VM with "
+			       "`pgrep -a beam.smp`", (int)pid);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(path, vm->exe, sizeof(vm->exe) - 1);
+	if (n < 0) {
+		if (errno == EACCES || errno == EPERM)
+			return perm_error(pid, "the executable");
+		if (errno == ENOENT)
+			return xb_fail("PID %d is a kernel thread or has exited, not a BEAM VM; "
+				       "pass the PID of beam.smp (`pgrep -a beam.smp`)", (int)pid);
+		return xb_fail("cannot read %s: %m", path);
+	}
+	vm->exe[n] = 0;
+	const char *base = strrchr(vm->exe, '/');
+	base = base ? base + 1 : vm->exe;
+
+	if (xb_remote_open(&vm->mem, pid) < 0) {
+		if (errno == EACCES || errno == EPERM)
+			return perm_error(pid, "the memory map");
+		return -1;
+	}
+	if (xb_symbols_open(&vm->syms, pid, &vm->mem.maps) < 0)
+		return -1;
+	vm->beam = xb_symbols_module(&vm->syms, vm->exe);
+	bool looks_beam = strncmp(base, "beam", 4) == 0;
+	if (vm->beam && !looks_beam)
+		looks_beam = sym(vm, "enif_make_atom") && sym(vm, "driver_alloc");
+	if (!vm->beam || !looks_beam)
+		return xb_fail("PID %d is not a BEAM VM: its executable is %s; pass the PID of the "
+			       "Erlang VM (beam.smp; `pgrep -a beam.smp` lists them)",
+			       (int)pid, vm->exe);
+
+	/* Can we actually read its memory?  (ptrace access mode check) */
+	uint64_t probe;
+	if (process_vm_readv(pid, &(struct iovec){ &probe, 8 }, 1,
+			     &(struct iovec){ (void *)(uintptr_t)vm->beam->low, 8 }, 1, 0) != 8) {
+		if (errno == EPERM || errno == EACCES)
+			return perm_error(pid, "the memory");
+		if (errno == ESRCH)
+			return xb_fail("process %d exited while attaching", (int)pid);
+		return xb_fail("process_vm_readv on process %d failed: %m", (int)pid);
+	}
+
+	erts_from_path(vm->exe, vm->erts, sizeof(vm->erts));
+	root_from_cmdline(pid, vm->root, sizeof(vm->root));
+	if (vm->root[0])
+		otp_from_root(vm);
+
+	vm->debug = xb_symbols_debug_level(&vm->syms, vm->beam, &vm->dwarf, &vm->dwarf_bias);
+	vm->flavor = flavor_from_maps(&vm->mem.maps);
+	if (sym(vm, "__jit_debug_descriptor"))
+		vm->flavor = XB_FLAVOR_JIT;
+	if (!vm->erts[0])
+		return xb_fail("cannot tell the erts version of PID %d (%s): its path has no "
+			       "erts-VERSION directory and -root has no releases/start_erl.data",
+			       (int)pid, vm->exe);
+	if (pick_table(vm) < 0)
+		return -1;
+	if (vm->off[XB_F_PROC_SIZE] == XB_NOFIELD)
+		return xb_fail("release table for erts %s lacks struct process; regenerate it", vm->erts);
+	resolve_symbols(vm);
+	return 0;
+}
+
+bool xb_vm_alive(struct xb_vm *vm)
+{
+	if (vm->mem.gone)
+		return false;
+	if (kill(vm->pid, 0) < 0 && errno == ESRCH) {
+		vm->mem.gone = true;
+		return false;
+	}
+	/* A zombie has no memory left to read. */
+	char path[64], *st;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)vm->pid);
+	if ((st = xb_slurp(path, NULL))) {
+		char *p = strrchr(st, ')');
+		bool zombie = p && (p[2] == 'Z' || p[2] == 'X');
+		free(st);
+		if (zombie) {
+			vm->mem.gone = true;
+			return false;
+		}
+	}
+	return true;
+}
+
+void xb_vm_detach(struct xb_vm *vm)
+{
+	for (size_t i = 0; i < vm->atoms.cap; i++)
+		free(vm->atoms.vals ? vm->atoms.vals[i] : NULL);
+	free(vm->atoms.keys);
+	free(vm->atoms.vals);
+	xb_symbols_close(&vm->syms);
+	xb_remote_close(&vm->mem);
+}
+
+/* ---- atoms (atom.h: Atom, index.h: IndexTable) ---- */
+
+#define MAX_ATOM_BYTES 1020 /* MAX_ATOM_SZ_LIMIT: 255 characters * 4 bytes */
+#define INDEX_PAGE_SHIFT 10 /* index.h */
+
+int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_t *outlen)
+{
+	if (!xb_is_atom(term) || !vm->sym.atom_table)
+		return xb_fail("not an atom: 0x%llx", (unsigned long long)term);
+	uint64_t ix = xb_atom_index(term);
+	uint32_t entries;
+	uint64_t seg, slot, name;
+	int16_t alen;
+	uint64_t tab = vm->sym.atom_table;
+	if (xb_read_u32(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_ENTRIES), &entries) < 0)
+		return -1;
+	if (ix >= entries || entries > (1u << 26))
+		return xb_fail("atom index %llu out of range (%u atoms)", (unsigned long long)ix, entries);
+	if (xb_read_u64(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_SEG_TABLE), &seg) < 0 ||
+	    xb_read_u64(&vm->mem, seg + (ix >> INDEX_PAGE_SHIFT) * 8, &seg) < 0 ||
+	    xb_read_u64(&vm->mem, seg + (ix & ((1u << INDEX_PAGE_SHIFT) - 1)) * 8, &slot) < 0 ||
+	    xb_read(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_LEN), &alen, sizeof(alen)) < 0 ||
+	    xb_read_u64(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_NAME), &name) < 0)
+		return -1;
+	if (alen < 0 || alen > MAX_ATOM_BYTES || (size_t)alen >= len)
+		return xb_fail("implausible atom length %d", alen);
+	if (xb_read(&vm->mem, name, buf, (size_t)alen) < 0)
+		return -1;
+	buf[alen] = 0;
+	if (memchr(buf, 0, (size_t)alen))
+		return xb_fail("atom text has a NUL byte");
+	if (outlen)
+		*outlen = (size_t)alen;
+	return 0;
+}
+
+const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
+{
+	struct xb_atom_cache *c = &vm->atoms;
+	if (!xb_is_atom(term))
+		return NULL;
+	uint64_t key = xb_atom_index(term) + 1;
+	if (c->cap) {
+		for (size_t i = (key * 0x9E3779B97F4A7C15ull) & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
+			if (c->keys[i] == key)
+				return c->vals[i];
+			if (!c->keys[i])
+				break;
+		}
+	}
+	char raw[MAX_ATOM_BYTES + 1], quoted[MAX_ATOM_BYTES * 4 + 8];
+	size_t rl;
+	if (xb_vm_atom_raw(vm, term, raw, sizeof(raw), &rl) < 0)
+		return NULL;
+	xb_atom_quote(raw, rl, quoted, sizeof(quoted));
+	if ((c->n + 1) * 2 > c->cap) { /* rehash */
+		size_t ncap = c->cap ? c->cap * 2 : 1024;
+		uint64_t *nk = calloc(ncap, sizeof(*nk));
+		char **nv = calloc(ncap, sizeof(*nv));
+		if (!nk || !nv) {
+			free(nk);
+			free(nv);
+			return NULL;
+		}
+		for (size_t i = 0; i < c->cap; i++) {
+			if (!c->keys[i])
+				continue;
+			size_t j = (c->keys[i] * 0x9E3779B97F4A7C15ull) & (ncap - 1);
+			while (nk[j])
+				j = (j + 1) & (ncap - 1);
+			nk[j] = c->keys[i];
+			nv[j] = c->vals[i];
+		}
+		free(c->keys);
+		free(c->vals);
+		c->keys = nk;
+		c->vals = nv;
+		c->cap = ncap;
+	}
+	size_t i = (key * 0x9E3779B97F4A7C15ull) & (c->cap - 1);
+	while (c->keys[i])
+		i = (i + 1) & (c->cap - 1);
+	c->keys[i] = key;
+	c->vals[i] = strdup(quoted);
+	c->n++;
+	return c->vals[i];
+}
+
+/* ---- scheduler data (erl_process.h: ErtsAlignedSchedulerData) ---- */
+
+int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr)
+{
+	uint64_t base, nsched;
+	if (!vm->sym.sched_data_ptr || !vm->sym.no_schedulers)
+		return xb_fail("scheduler data symbols not found");
+	if (xb_read_u64(&vm->mem, vm->sym.no_schedulers, &nsched) < 0 ||
+	    xb_read_u64(&vm->mem, vm->sym.sched_data_ptr, &base) < 0)
+		return -1;
+	if (no < 1 || (uint64_t)no > nsched || nsched > 4096)
+		return xb_fail("scheduler %d out of range (1..%llu)", no, (unsigned long long)nsched);
+	*addr = base + (uint64_t)(no - 1) * (uint64_t)xb_off(vm, XB_F_SCHED_STRIDE);
+	return 0;
+}
+
+/* ---- locating beam_ranges.c's static `r` without symbols ---- */
+
+bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
+{
+	int64_t rsz = xb_off(vm, XB_F_RANGES_SIZE), rmod = xb_off(vm, XB_F_RANGES_MODULES),
+		rn = xb_off(vm, XB_F_RANGES_N), esz = xb_off(vm, XB_F_RANGE_SIZE),
+		est = xb_off(vm, XB_F_RANGE_START), een = xb_off(vm, XB_F_RANGE_END);
+	if (rsz <= 0 || rmod < 0 || rn < 0 || esz <= 0 || est < 0 || een < 0 || addr % 8)
+		return false;
+	uint32_t active = 0;
+	if (vm->sym.active_code_ix &&
+	    (xb_read_u32(&vm->mem, vm->sym.active_code_ix, &active) < 0 ||
+	     active >= (uint32_t)vm->num_code_ix))
+		return false;
+	int good = 0;
+	for (int i = 0; i < vm->num_code_ix; i++) {
+		uint64_t base = addr + (uint64_t)(i * rsz), mods, n, allocated;
+		if (xb_read_u64(&vm->mem, base + (uint64_t)rmod, &mods) < 0 ||
+		    xb_read_u64(&vm->mem, base + (uint64_t)rn, &n) < 0 ||
+		    xb_read_u64(&vm->mem, base + (uint64_t)rn + 8, &allocated) < 0)
+			return false;
+		if (n > allocated || allocated > (1u << 20) || (n && !mods))
+			return false;
+		if (n == 0)
+			continue;
+		uint64_t prev_end = 0;
+		for (uint64_t k = 0; k < n && k < 16; k++) {
+			uint64_t s, e;
+			uint64_t ea = mods + k * (uint64_t)esz;
+			if (xb_read_u64(&vm->mem, ea + (uint64_t)est, &s) < 0 ||
+			    xb_read_u64(&vm->mem, ea + (uint64_t)een, &e) < 0)
+				return false;
+			if (s > e || s < prev_end || (s % 4))
+				return false;
+			prev_end = e;
+		}
+		if (!vm->sym.active_code_ix || (uint32_t)i == active)
+			good++;
+	}
+	return good > 0;
+}
+
+/* Scan machine code for RIP-relative memory operands (ModRM mod=00,
+ * rm=101) of common instructions and return their targets. */
+static size_t rip_targets(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i + 6 <= len && n < max; i++) {
+		size_t j = i;
+		if ((code[j] & 0xf0) == 0x40)
+			j++; /* REX */
+		if (j + 6 > len)
+			break;
+		uint8_t op = code[j], modrm = code[j + 1];
+		size_t imm = 0;
+		switch (op) {
+		case 0x8b: case 0x8d: case 0x89: case 0x03: case 0x3b: case 0x39: case 0x63:
+		case 0x2b: case 0x33: case 0x85:
+			break;
+		case 0xc7: imm = 4; break;
+		case 0x83: case 0x80: case 0xc6: imm = 1; break;
+		default:
+			continue;
+		}
+		if ((modrm & 0xc7) != 0x05)
+			continue;
+		int32_t disp;
+		memcpy(&disp, code + j + 2, 4);
+		uint64_t end = pc + j + 6 + imm;
+		out[n++] = end + (uint64_t)(int64_t)disp;
+	}
+	return n;
+}
+
+uint64_t xb_vm_find_ranges_by_refs(struct xb_vm *vm)
+{
+	const char *list = vm->rel ? vm->rel->sym_ranges_refs
+				   : "erts_start_staging_ranges,erts_end_staging_ranges,"
+				     "erts_update_ranges,erts_lookup_function_info,erts_init_ranges";
+	int64_t rsz = xb_off(vm, XB_F_RANGES_SIZE);
+	if (rsz <= 0)
+		return 0;
+	/* Pass 0 trusts only operands that point at r itself (lea r / mov
+	 * r.modules); pass 1 also allows r[k].field, for code that the
+	 * compiler specialised to one code index. */
+	for (int pass = 0; pass < 2; pass++) {
+		char names[512];
+		snprintf(names, sizeof(names), "%s", list);
+		for (char *save, *f = strtok_r(names, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+			uint64_t size = 0, at = xb_symbols_lookup(&vm->syms, vm->beam, f, &size);
+			if (!at)
+				continue;
+			if (size == 0 || size > 4096)
+				size = 4096;
+			uint8_t code[4096];
+			if (xb_read(&vm->mem, at, code, size) < 0)
+				continue;
+			uint64_t t[256];
+			size_t n = rip_targets(code, size, at, t, XB_ARRAY_SIZE(t));
+			for (size_t i = 0; i < n; i++) {
+				const struct xb_map *m = xb_maps_find(&vm->mem.maps, t[i]);
+				if (!m || !m->writable)
+					continue;
+				if (pass == 0) {
+					if (xb_vm_ranges_plausible(vm, t[i]))
+						return t[i];
+					continue;
+				}
+				for (int k = 0; k < vm->num_code_ix; k++)
+					for (int64_t fo = 0; fo < rsz; fo += 8) {
+						uint64_t c = t[i] - (uint64_t)(k * rsz) - (uint64_t)fo;
+						if (xb_vm_ranges_plausible(vm, c))
+							return c;
+					}
+			}
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,166 @@
+/* erlang-write-perf-map - write /tmp/perf-PID.map for a running BEAM so
+ * that stock perf can name its Erlang code.
+ *
+ *   erlang-write-perf-map [-o PATH|-] [--watch] [--no-fold] PID
+ */
+#define _GNU_SOURCE
+#include "xb/codemap.h"
+#include "xb/common.h"
+#include "xb/perfmap_file.h"
+#include "xb/version.h"
+#include "xb/vm.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: erlang-write-perf-map [OPTIONS] PID\n"
+		"Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n"
+		"\n"
+		"  -o, --output PATH   write to PATH instead of /tmp/perf-PID.map ('-' = stdout)\n"
+		"  -w, --watch         rewrite the map whenever the VM loads code; stop when the\n"
+		"                      VM exits or on ^C\n"
+		"      --interval MS   how often --watch looks for new code (default 200)\n"
+		"      --no-fold       keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
+		"                      (a line-for-line copy of the VM's own +JPperf map)\n"
+		"  -v, --verbose       say what was found on stderr\n"
+		"  -h, --help          this help\n"
+		"      --version       print the version\n"
+		"\n"
+		"Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
+		"never paused: its memory is read with process_vm_readv(2).\n");
+}
+
+static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct xb_codemap *cm)
+{
+	if (xb_codemap_build(vm, cm, flags) < 0)
+		return -1;
+	int rc;
+	if (strcmp(out, "-") == 0) {
+		rc = xb_perfmap_print(cm, stdout);
+		if (fflush(stdout) != 0)
+			rc = xb_fail("writing standard output: %m");
+	} else {
+		rc = xb_perfmap_write_file(cm, out);
+	}
+	if (rc == 0 && xb_verbose)
+		fprintf(stderr, "erlang-write-perf-map: %zu entries from %zu modules -> %s\n", cm->n,
+			cm->modules, out);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, 0, 'o' }, { "watch", no_argument, 0, 'w' },
+		{ "interval", required_argument, 0, 'i' }, { "no-fold", no_argument, 0, 'n' },
+		{ "verbose", no_argument, 0, 'v' },       { "help", no_argument, 0, 'h' },
+		{ "version", no_argument, 0, 'V' },       { 0, 0, 0, 0 },
+	};
+	const char *out = NULL;
+	bool watch = false;
+	unsigned flags = XB_CM_FOLD_PROLOGUE;
+	long interval_ms = 200;
+	int c;
+	while ((c = getopt_long(argc, argv, "o:wvh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'w': watch = true; break;
+		case 'i':
+			interval_ms = strtol(optarg, NULL, 10);
+			if (interval_ms <= 0) {
+				fprintf(stderr, "erlang-write-perf-map: --interval wants a positive number of milliseconds\n");
+				return 2;
+			}
+			break;
+		case 'n': flags &= ~(unsigned)XB_CM_FOLD_PROLOGUE; break;
+		case 'v': xb_verbose++; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("erlang-write-perf-map %s\n", XB_VERSION); return 0;
+		default:
+			fprintf(stderr, "erlang-write-perf-map: bad option; see --help\n");
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "erlang-write-perf-map: %s; usage: erlang-write-perf-map [-o PATH|-] [--watch] PID\n",
+			optind >= argc ? "missing PID" : "too many arguments");
+		return 2;
+	}
+	int pid;
+	if (xb_parse_pid(argv[optind], &pid) < 0) {
+		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		return 2;
+	}
+	struct xb_vm vm;
+	if (xb_vm_attach(&vm, pid) < 0) {
+		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_vm_detach(&vm);
+		return 1;
+	}
+	if (xb_verbose)
+		fprintf(stderr, "erlang-write-perf-map: PID %d: OTP %s (erts %s), %s, debug info: %s\n",
+			pid, vm.otp[0] ? vm.otp : "?", vm.erts, xb_flavor_name(vm.flavor),
+			xb_debug_name(vm.debug));
+	char defpath[64];
+	if (!out) {
+		snprintf(defpath, sizeof(defpath), "/tmp/perf-%d.map", pid);
+		out = defpath;
+		/* With +JPperf map the VM appends to this very file itself. */
+		uint64_t ps = xb_symbols_lookup(&vm.syms, vm.beam, "erts_jit_perf_support", NULL);
+		uint32_t modes = 0;
+		if (ps && xb_read_u32(&vm.mem, ps, &modes) == 0 && (modes & 2)) {
+			fprintf(stderr, "erlang-write-perf-map: the VM writes %s itself (started with "
+					"+JPperf map); pass -o PATH to write ours elsewhere\n", out);
+			xb_vm_detach(&vm);
+			return 1;
+		}
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	struct xb_codemap cm;
+	int rc = write_once(&vm, out, flags, &cm);
+	if (rc < 0) {
+		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_vm_detach(&vm);
+		return 1;
+	}
+	while (watch && !stop) {
+		usleep((useconds_t)interval_ms * 1000);
+		if (!xb_vm_alive(&vm)) {
+			if (xb_verbose)
+				fprintf(stderr, "erlang-write-perf-map: VM %d exited; stopping\n", pid);
+			break;
+		}
+		int st = xb_codemap_stale(&vm, &cm);
+		if (st <= 0)
+			continue;
+		struct xb_codemap next;
+		if (write_once(&vm, out, flags, &next) < 0) {
+			if (!xb_vm_alive(&vm))
+				break;
+			fprintf(stderr, "erlang-write-perf-map: warning: %s (will retry)\n", xb_err());
+			continue;
+		}
+		xb_codemap_free(&cm);
+		cm = next;
+	}
+	xb_codemap_free(&cm);
+	xb_vm_detach(&vm);
+	return 0;
+}

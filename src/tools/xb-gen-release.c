@@ -1,0 +1,187 @@
+/* xb-gen-release - write a release table (src/vm/releases/erts-V.c) from
+ * the DWARF of source-built beams and a few constants of the OTP source.
+ * Driven by scripts/gen-release-table; see README "Adding a release". */
+#define _GNU_SOURCE
+#include "xb/common.h"
+#include "xb/dwarf_layout.h"
+#include "xb/release.h"
+
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const preg_names[] = {
+	"XB_PREG_AX", "XB_PREG_BX", "XB_PREG_CX", "XB_PREG_DX", "XB_PREG_SI", "XB_PREG_DI",
+	"XB_PREG_BP", "XB_PREG_SP", "XB_PREG_IP", "XB_PREG_FLAGS", "XB_PREG_CS", "XB_PREG_SS",
+	"XB_PREG_DS", "XB_PREG_ES", "XB_PREG_FS", "XB_PREG_GS", "XB_PREG_R8", "XB_PREG_R9",
+	"XB_PREG_R10", "XB_PREG_R11", "XB_PREG_R12", "XB_PREG_R13", "XB_PREG_R14", "XB_PREG_R15",
+};
+
+static const char *preg(int r)
+{
+	return r >= 0 && r < XB_PREG_COUNT ? preg_names[r] : "XB_PREG_NONE";
+}
+
+static int asm_reg(const char *name)
+{
+	static const char *const n[] = { "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp" };
+	for (int i = 0; i < 8; i++)
+		if (strcmp(name, n[i]) == 0)
+			return i; /* same order as enum xb_preg */
+	if (name[0] == 'r' && name[1] >= '0' && name[1] <= '9') {
+		int k = atoi(name + 1);
+		if (k >= 8 && k <= 15)
+			return XB_PREG_R8 + (k - 8);
+	}
+	return XB_PREG_NONE;
+}
+
+/* `#define NAME <int>` in FILE */
+static long src_define(const char *src, const char *file, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/erts/emulator/beam/%s", src, file);
+	char *text = xb_slurp(path, NULL);
+	if (!text) {
+		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
+		exit(1);
+	}
+	long v = -1;
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+		char n[128];
+		long x;
+		if (sscanf(l, " # define %127s %ld", n, &x) == 2 && strcmp(n, name) == 0) {
+			v = x;
+			break;
+		}
+	}
+	free(text);
+	if (v < 0) {
+		fprintf(stderr, "xb-gen-release: no #define %s in %s\n", name, path);
+		exit(1);
+	}
+	return v;
+}
+
+/* `const x86::Gp NAME = x86::REG;` in jit/x86/beam_asm.hpp; the first
+ * definition wins (the native-stack configuration used on Linux x86-64). */
+static int jit_reg(const char *src, const char *var)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/erts/emulator/beam/jit/x86/beam_asm.hpp", src);
+	char *text = xb_slurp(path, NULL);
+	if (!text) {
+		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
+		exit(1);
+	}
+	int r = XB_PREG_NONE;
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+		char n[64], reg[16];
+		if (sscanf(l, " const x86::Gp %63s = x86::%15[a-z0-9];", n, reg) == 2 &&
+		    strcmp(n, var) == 0) {
+			r = asm_reg(reg);
+			break;
+		}
+	}
+	free(text);
+	return r;
+}
+
+static Dwarf *open_dwarf(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	Dwarf *dw = fd >= 0 ? dwarf_begin(fd, DWARF_C_READ) : NULL;
+	if (!dw) {
+		fprintf(stderr, "xb-gen-release: %s: no DWARF (%s)\n", path, dwarf_errmsg(-1));
+		exit(1);
+	}
+	return dw;
+}
+
+static void print_flavor(const char *name, int64_t *off, struct xb_regroles *r)
+{
+	printf("\t.%s = {\n\t\t.off = {\n", name);
+	for (int i = 0; i < XB_F_COUNT; i++) {
+		if (off[i] == XB_NOFIELD)
+			printf("\t\t\t[%d] = XB_NOFIELD, /* %s */\n", i, xb_field_name(i));
+		else
+			printf("\t\t\t[%d] = %lld, /* %s (%s) */\n", i, (long long)off[i],
+			       xb_field_name(i), xb_field_specs[i].source);
+	}
+	printf("\t\t},\n\t\t.regs = { .c_p = %s, .E = %s, .I = %s, .E_saved = %s },\n\t},\n",
+	       preg(r->c_p), preg(r->E), preg(r->I), preg(r->E_saved));
+}
+
+int main(int argc, char **argv)
+{
+	const char *erts = NULL, *otp = NULL, *src = NULL, *emu = NULL, *jit = NULL;
+	static const struct option opts[] = {
+		{ "erts", 1, 0, 'e' }, { "otp", 1, 0, 'o' }, { "src", 1, 0, 's' },
+		{ "emu", 1, 0, 'm' },  { "jit", 1, 0, 'j' }, { 0, 0, 0, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'e': erts = optarg; break;
+		case 'o': otp = optarg; break;
+		case 's': src = optarg; break;
+		case 'm': emu = optarg; break;
+		case 'j': jit = optarg; break;
+		default: return 2;
+		}
+	}
+	if (!erts || !otp || !src || (!emu && !jit)) {
+		fprintf(stderr, "usage: xb-gen-release --erts V --otp N --src OTP_SRC_DIR [--emu BEAM] [--jit BEAM]\n");
+		return 2;
+	}
+	int64_t eoff[XB_F_COUNT], joff[XB_F_COUNT];
+	struct xb_regroles eregs = { XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE };
+	struct xb_regroles jregs = eregs;
+	for (int i = 0; i < XB_F_COUNT; i++)
+		eoff[i] = joff[i] = XB_NOFIELD;
+	if (emu) {
+		Dwarf *dw = open_dwarf(emu);
+		xb_dwarf_layout(dw, eoff);
+		/* beam_emu.c: register BeamInstr *I REG_I; register Eterm *E REG_stop */
+		eregs.I = xb_dwarf_fixed_reg(dw, "process_main", "I");
+		eregs.E = xb_dwarf_fixed_reg(dw, "process_main", "E");
+		eregs.c_p = xb_dwarf_fixed_reg(dw, "process_main", "c_p");
+	}
+	if (jit) {
+		Dwarf *dw = open_dwarf(jit);
+		xb_dwarf_layout(dw, joff);
+		jregs.c_p = jit_reg(src, "c_p");
+		jregs.E = jit_reg(src, "E");
+		jregs.E_saved = jit_reg(src, "E_saved");
+		jregs.I = XB_PREG_IP; /* the sampled pc is the Erlang pc */
+	}
+	char ident[64];
+	snprintf(ident, sizeof(ident), "%s", erts);
+	for (char *p = ident; *p; p++)
+		if (*p == '.' || *p == '-')
+			*p = '_';
+	long code_ix = src_define(src, "code_ix.h", "ERTS_NUM_CODE_IX");
+	long num = src_define(src, "erl_term.h", "_PID_NUM_SIZE");
+	long data = src_define(src, "erl_term.h", "_PID_DATA_SIZE");
+
+	printf("/* Release table for erts %s (OTP %s).\n * Generated by scripts/gen-release-table "
+	       "(xb-gen-release) from the DWARF of\n * source builds: do not edit by hand. */\n",
+	       erts, otp);
+	printf("#include \"xb/release.h\"\n\n");
+	printf("const struct xb_release xb_release_erts_%s = {\n", ident);
+	printf("\t.erts = \"%s\",\n\t.otp = \"%s\",\n", erts, otp);
+	printf("\t.num_code_ix = %ld, /* code_ix.h ERTS_NUM_CODE_IX */\n", code_ix);
+	printf("\t.pid_num_bits = %ld, /* erl_term.h _PID_NUM_SIZE */\n", num);
+	printf("\t.pid_ser_bits = %ld, /* erl_term.h _PID_DATA_SIZE - _PID_NUM_SIZE */\n", data - num);
+	print_flavor("emu", eoff, &eregs);
+	print_flavor("jit", joff, &jregs);
+	printf("\t.sym_ranges = \"r\", /* beam_ranges.c: static struct ranges r[] */\n");
+	printf("\t.sym_ranges_refs = \"erts_start_staging_ranges,erts_end_staging_ranges,"
+	       "erts_update_ranges,erts_lookup_function_info\",\n");
+	printf("};\n");
+	return 0;
+}
