@@ -29,6 +29,8 @@ struct xb_modsyms {
 	struct xb_sym *byname; /* all symbols, sorted by name */
 	size_t nname;
 	bool loaded;
+	char **owned; /* names we allocated (version suffix stripped) */
+	size_t nowned;
 };
 
 struct xb_symbols {

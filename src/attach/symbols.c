@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 const char *xb_debug_name(enum xb_debug d)
@@ -26,6 +27,30 @@ const char *xb_debug_name(enum xb_debug d)
  * module exists; one target per process is all the tools need. */
 static pid_t report_pid;
 
+/* The vDSO has no file: copy its image with process_vm_readv (libdwfl's
+ * own callback would read /proc/PID/mem). */
+static uint64_t vdso_lo, vdso_hi;
+static void *vdso_image;
+
+static int vdso_elf(Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	(void)base;
+	if (!vdso_lo || vdso_hi - vdso_lo > (1u << 20))
+		return -1;
+	size_t len = (size_t)(vdso_hi - vdso_lo);
+	free(vdso_image);
+	vdso_image = malloc(len);
+	if (!vdso_image)
+		return -1;
+	struct iovec l = { vdso_image, len }, r = { (void *)(uintptr_t)vdso_lo, len };
+	if (process_vm_readv(report_pid, &l, 1, &r, 1, 0) != (ssize_t)len)
+		return -1;
+	*elfp = elf_memory(vdso_image, len);
+	if (*elfp)
+		*file_name = strdup("[vdso]");
+	return -1;
+}
+
 /* Open module files through /proc/PID/root so containers and chroots see
  * the same files the target does. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -35,6 +60,8 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 	(void)base;
 	(void)userdata;
 	*elfp = NULL;
+	if (strncmp(modname, "[vdso", 5) == 0)
+		return vdso_elf(base, file_name, elfp);
 	if (modname[0] != '/')
 		return -1;
 	char path[4200];
@@ -58,6 +85,11 @@ static const Dwfl_Callbacks callbacks = {
 static bool reportable(const struct xb_map *m)
 {
 	const char *p = m->path;
+	if (strcmp(p, "[vdso]") == 0) {
+		vdso_lo = m->start;
+		vdso_hi = m->end;
+		return true;
+	}
 	if (p[0] != '/')
 		return false;
 	if (strncmp(p, "/memfd:", 7) == 0 || strncmp(p, "/dev/", 5) == 0 ||
@@ -157,6 +189,9 @@ void xb_symbols_close(struct xb_symbols *s)
 	for (size_t i = 0; i < s->nmods; i++) {
 		free(s->mods[i].byaddr);
 		free(s->mods[i].byname);
+		for (size_t k = 0; k < s->mods[i].nowned; k++)
+			free(s->mods[i].owned[k]);
+		free(s->mods[i].owned);
 	}
 	free(s->mods);
 	if (s->dwfl)
@@ -181,6 +216,15 @@ struct xb_modsyms *xb_symbols_module_at(struct xb_symbols *s, uint64_t addr)
 		if (addr >= s->mods[i].low && addr < s->mods[i].high)
 			return &s->mods[i];
 	return NULL;
+}
+
+static char **realloc_owned(char **v, size_t *n, char *s)
+{
+	char **nv = realloc(v, (*n + 1) * sizeof(*nv));
+	if (!nv)
+		return v;
+	nv[(*n)++] = s;
+	return nv;
 }
 
 static int cmp_addr(const void *a, const void *b)
@@ -217,6 +261,14 @@ static void load(struct xb_modsyms *m)
 		if (!name || !*name || sym.st_shndx == SHN_UNDEF)
 			continue;
 		int type = GELF_ST_TYPE(sym.st_info);
+		const char *at = strchr(name, '@');
+		if (at) { /* "pthread_mutex_lock@@GLIBC_2.2.5" -> "pthread_mutex_lock" */
+			char *t = strndup(name, (size_t)(at - name));
+			if (!t)
+				continue;
+			name = t;
+			m->owned = realloc_owned(m->owned, &m->nowned, t);
+		}
 		struct xb_sym e = { addr, sym.st_size, name };
 		if (type == STT_FUNC || type == STT_OBJECT || type == STT_NOTYPE ||
 		    type == STT_GNU_IFUNC || type == STT_TLS)

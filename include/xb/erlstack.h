@@ -1,0 +1,62 @@
+/* erlstack.h - stage 3: from the registers where Erlang code runs to the
+ * current process and its Erlang stack.
+ *
+ * Register roles come from the release table (JIT: c_p = r13, E = rsp or
+ * E_saved = rbp in C code; interpreter: c_p/E/I as process_main's DWARF
+ * gives them, overridable on the command line).  Everything read is
+ * validated; what fails validation costs the sample, never prints. */
+#ifndef XB_ERLSTACK_H
+#define XB_ERLSTACK_H
+
+#include "xb/codemap.h"
+#include "xb/sampler.h"
+#include "xb/unwind.h"
+
+#define XB_MAX_ERLANG 1024
+
+enum xb_es_status {
+	XB_ES_OK,         /* a process and its stack */
+	XB_ES_NO_PROCESS, /* scheduler code with no Erlang process (native only) */
+	XB_ES_BAD,        /* validation failed: drop the sample */
+	XB_ES_STALE,      /* the process moved on before we could read it */
+};
+
+struct xb_estack {
+	enum xb_es_status status;
+	const char *why; /* for XB_ES_BAD / STALE */
+	uint64_t c_p, pid_term;
+	char pid[32];
+	char regname[256];
+	const struct xb_code *frames[XB_MAX_ERLANG]; /* innermost first */
+	unsigned n;
+	unsigned unresolved; /* CP-looking words that named no loaded code */
+	bool truncated;
+	bool remote_stack; /* some of the stack was read live (skid applies) */
+	uint64_t read_ns;  /* when the live reads finished */
+};
+
+struct xb_estate {
+	struct xb_vm *vm;
+	struct xb_codemap *cm;
+	unsigned max_depth;
+	struct xb_regroles regs; /* possibly overridden */
+	bool check_current;      /* verify scheduler current_process == c_p */
+	uint64_t codemap_refreshes, last_refresh_ns;
+	uint64_t unknown_call_sites;
+	unsigned flags; /* codemap build flags */
+	/* JIT: executable mappings that are not files (JIT code). */
+	uint64_t jit_lo, jit_hi;
+};
+
+void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
+		    unsigned max_depth);
+/* Is PC where Erlang code runs (for the unwinder)? */
+bool xb_estate_is_erlang_pc(void *st, uint64_t pc);
+/* sched_no: the sampled thread's scheduler number (0 if not a normal
+ * scheduler). */
+void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		     int sched_no, struct xb_estack *out);
+/* Rebuild the code map if the VM loaded code (rate-limited). */
+void xb_estate_refresh_code(struct xb_estate *st, bool force);
+
+#endif

@@ -1,0 +1,67 @@
+/* profile.h - stage 4: aggregating stacks.  Frames are interned names;
+ * a stack is the list of frame ids, innermost first; identical stacks
+ * share a counter. */
+#ifndef XB_PROFILE_H
+#define XB_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT };
+
+struct xb_fname {
+	char *name;
+	char *tag; /* "[Erlang]", "[beam.smp]", "[kernel]", ... */
+	enum xb_frame_kind kind;
+};
+
+struct xb_stack {
+	uint32_t *ids; /* innermost first */
+	uint32_t n, nnative; /* the first nnative ids are native/kernel frames */
+	uint64_t count;
+	uint64_t hash;
+};
+
+struct xb_profile {
+	struct xb_fname *names;
+	size_t nnames, namecap;
+	uint32_t *nametab; /* open addressing: id+1 */
+	size_t nametab_cap;
+	struct xb_stack *stacks;
+	size_t nstacks, stackcap;
+	uint32_t *stacktab;
+	size_t stacktab_cap;
+	uint64_t total; /* samples added */
+};
+
+void xb_profile_init(struct xb_profile *p);
+void xb_profile_free(struct xb_profile *p);
+uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *tag,
+			   enum xb_frame_kind kind);
+int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative);
+
+/* One row of a flat report. */
+struct xb_row {
+	uint32_t id;
+	uint64_t count;
+};
+enum xb_flat_mode {
+	XB_FLAT_LEAF,       /* innermost frame */
+	XB_FLAT_ERLANG,     /* innermost Erlang frame (--only-erlang) */
+};
+/* Count per frame; rows sorted by count (desc), then name.  Caller frees. */
+size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struct xb_row **rows,
+		       uint64_t *counted);
+
+/* --blame: does native frame name S match the user's FN?  Rules: exact;
+ * S == FN followed by "_" and more (copy_struct -> copy_struct_x,
+ * erts_garbage_collect -> erts_garbage_collect_nobump); or an fnmatch(3)
+ * glob when FN has *, ? or [. */
+bool xb_blame_match(const char *fn, const char *sym);
+/* Rows: innermost Erlang frame above the innermost native frame matching
+ * FN; *matched = samples whose native stack contains FN. */
+size_t xb_profile_blame(const struct xb_profile *p, const char *fn, struct xb_row **rows,
+			uint64_t *matched, uint64_t *no_erlang);
+
+#endif

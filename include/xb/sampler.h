@@ -1,0 +1,77 @@
+/* sampler.h - stage 1: one perf_event per VM thread, sampling user
+ * registers and a copy of the user stack.  Threads that appear later
+ * (dirty schedulers, async threads) are picked up by rescanning
+ * /proc/PID/task. */
+#ifndef XB_SAMPLER_H
+#define XB_SAMPLER_H
+
+#include "xb/release.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define XB_MAX_KFRAMES 64
+
+struct xb_sample {
+	pid_t tid;
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	uint64_t ip;
+	bool user;        /* has user registers (not a kernel-only sample) */
+	uint64_t regs[XB_PREG_COUNT];
+	const uint8_t *stack; /* copy of [regs[SP], regs[SP] + stack_size) */
+	uint64_t stack_size;
+	uint64_t kips[XB_MAX_KFRAMES]; /* kernel frames, innermost first */
+	unsigned nkips;
+	int thread; /* index into sampler->threads */
+};
+
+struct xb_thread {
+	pid_t tid;
+	char comm[20];
+	int fd;
+	void *ring;
+	size_t ring_size;
+	bool dead;
+	uint64_t samples;
+	int sched_no;   /* N for "N_scheduler", else 0 */
+	char kind;      /* 's' scheduler, 'c' dirty cpu, 'i' dirty io, 'o' other */
+};
+
+struct xb_sampler_opts {
+	unsigned freq;        /* Hz (used when period == 0) */
+	uint64_t period;      /* events between samples, 0 = use freq */
+	uint32_t stack_bytes; /* user stack copy size */
+	bool include_kernel;
+	bool force_software;  /* skip the hardware cycles attempt */
+};
+
+struct xb_sampler {
+	pid_t pid;
+	struct xb_sampler_opts o;
+	struct xb_thread *threads;
+	size_t nthreads, cap;
+	const char *event_name; /* "cycles" or "cpu-clock" */
+	int event_type;
+	uint64_t event_config;
+	uint64_t lost, throttled, unthrottled, received;
+	uint64_t last_scan_ns;
+	uint8_t *scratch; /* record reassembly */
+	size_t scratch_size;
+	size_t page_size;
+};
+
+int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o);
+void xb_sampler_close(struct xb_sampler *s);
+/* Pick up new threads (rate-limited unless force). */
+int xb_sampler_scan_threads(struct xb_sampler *s, bool force);
+/* Wait up to timeout_ms for data, then call cb for every sample.  Returns
+ * the number of samples delivered, or -1.  *all_gone is set when every
+ * event has hung up (the process exited). */
+typedef void (*xb_sample_cb)(const struct xb_sample *smp, void *arg);
+int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void *arg,
+		    bool *all_gone);
+/* Parse one PERF_RECORD_SAMPLE body (pure; exposed for unit tests). */
+int xb_sampler_parse(const uint8_t *rec, size_t len, bool callchain, struct xb_sample *out);
+
+#endif

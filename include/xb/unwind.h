@@ -1,0 +1,53 @@
+/* unwind.h - stage 2: native frames with libdwfl, from the sampled
+ * registers and stack copy, up to where Erlang code runs (process_main in
+ * the interpreter, the first JIT frame in the JIT). */
+#ifndef XB_UNWIND_H
+#define XB_UNWIND_H
+
+#include "xb/sampler.h"
+#include "xb/vm.h"
+
+#define XB_MAX_NATIVE 128
+
+enum xb_unwind_stop {
+	XB_UW_REACHED_ERLANG, /* stopped at a JIT / process_main frame */
+	XB_UW_END,            /* the native stack ended (a thread's root) */
+	XB_UW_TRUNCATED,      /* ran out of stack copy / CFI, or too deep */
+};
+
+struct xb_unwind {
+	uint64_t pcs[XB_MAX_NATIVE]; /* innermost first; return addresses as-is */
+	bool activation[XB_MAX_NATIVE]; /* pc is exact (frame 0 or signal frame) */
+	unsigned n;
+	enum xb_unwind_stop stop;
+	/* Registers of the frame where Erlang code runs (perf numbering). */
+	uint64_t regs[XB_PREG_COUNT];
+	uint32_t regs_valid; /* bit per perf register */
+	uint64_t erlang_pc;  /* pc of that frame */
+	bool erlang_pc_exact;
+};
+
+/* Decides where native unwinding stops. */
+typedef bool (*xb_is_erlang_pc)(void *arg, uint64_t pc);
+
+struct xb_unwinder {
+	struct xb_vm *vm;
+	const struct xb_sample *cur;
+	struct xb_unwind *out;
+	xb_is_erlang_pc is_erlang;
+	void *is_erlang_arg;
+	unsigned max_depth;
+	bool attached;
+	uint64_t stack_misses; /* reads past the stack copy */
+};
+
+int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,
+		     unsigned max_depth);
+/* Unwind one sample.  Never fails hard: a broken unwind ends early. */
+void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct xb_unwind *out);
+/* Unwind from a bare (sp, pc) pair (a blocked thread's
+ * /proc/PID/task/TID/syscall), reading its stack remotely. */
+void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t pc,
+		       struct xb_unwind *out);
+
+#endif

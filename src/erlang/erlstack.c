@@ -1,0 +1,413 @@
+/* erlstack.c - current process and Erlang stack of a sample. */
+#define _GNU_SOURCE
+#include "xb/erlstack.h"
+#include "xb/common.h"
+#include "xb/term.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define REFRESH_MIN_NS (200ull * 1000 * 1000)
+#define MAX_HEAP_BYTES (1ull << 36)
+#define CHUNK_WORDS 512
+
+void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
+		    unsigned max_depth)
+{
+	memset(st, 0, sizeof(*st));
+	st->vm = vm;
+	st->cm = cm;
+	st->max_depth = max_depth > XB_MAX_ERLANG ? XB_MAX_ERLANG : max_depth;
+	st->regs = vm->regs;
+	st->check_current = true;
+	st->flags = XB_CM_FOLD_PROLOGUE;
+}
+
+void xb_estate_refresh_code(struct xb_estate *st, bool force)
+{
+	uint64_t now = xb_now_ns();
+	if (!force && now - st->last_refresh_ns < REFRESH_MIN_NS)
+		return;
+	st->last_refresh_ns = now;
+	if (!force && xb_codemap_stale(st->vm, st->cm) != 1)
+		return;
+	struct xb_codemap next;
+	if (xb_codemap_build(st->vm, &next, st->flags) < 0)
+		return; /* keep the old map */
+	xb_codemap_free(st->cm);
+	*st->cm = next;
+	st->codemap_refreshes++;
+}
+
+static bool in_jit_mapping(struct xb_vm *vm, uint64_t pc)
+{
+	const struct xb_map *m = xb_maps_find(&vm->mem.maps, pc);
+	if (!m)
+		return false;
+	return m->executable && (m->path[0] == 0 || strncmp(m->path, "/memfd:", 7) == 0);
+}
+
+bool xb_estate_is_erlang_pc(void *arg, uint64_t pc)
+{
+	struct xb_estate *st = arg;
+	struct xb_vm *vm = st->vm;
+	if (vm->flavor == XB_FLAVOR_JIT) {
+		if (xb_codemap_find(st->cm, pc))
+			return true;
+		/* New code not in our map yet, or JIT code with no name. */
+		return in_jit_mapping(vm, pc);
+	}
+	uint64_t pm = vm->sym.process_main;
+	return pm && pc >= pm && pc < pm + (vm->sym.process_main_size ? vm->sym.process_main_size : 1);
+}
+
+static const struct xb_code *lookup(struct xb_estate *st, uint64_t addr)
+{
+	const struct xb_code *c = xb_codemap_find(st->cm, addr);
+	if (!c && addr >= 4096) {
+		/* Maybe code loaded since the map was built. */
+		xb_estate_refresh_code(st, false);
+		c = xb_codemap_find(st->cm, addr);
+	}
+	return c;
+}
+
+/* Read the fields of the process struct we need, in one read. */
+struct proc {
+	uint64_t id, heap, hend, stop, reg;
+};
+
+static int read_proc(struct xb_vm *vm, uint64_t c_p, struct proc *p)
+{
+	int64_t fields[] = { xb_off(vm, XB_F_PROC_ID), xb_off(vm, XB_F_PROC_HEAP),
+			     xb_off(vm, XB_F_PROC_HEND), xb_off(vm, XB_F_PROC_STOP),
+			     xb_off(vm, XB_F_PROC_REG) };
+	int64_t hi = 0;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fields); i++) {
+		if (fields[i] < 0)
+			return -1;
+		if (fields[i] + 8 > hi)
+			hi = fields[i] + 8;
+	}
+	uint8_t buf[1024];
+	if (c_p == 0 || c_p % 8 || hi > (int64_t)sizeof(buf) || xb_read(&vm->mem, c_p, buf, (size_t)hi) < 0)
+		return -1;
+	memcpy(&p->id, buf + fields[0], 8);
+	memcpy(&p->heap, buf + fields[1], 8);
+	memcpy(&p->hend, buf + fields[2], 8);
+	memcpy(&p->stop, buf + fields[3], 8);
+	memcpy(&p->reg, buf + fields[4], 8);
+	if (!xb_is_pid(p->id) || p->heap == 0 || p->heap > p->hend ||
+	    p->hend - p->heap > MAX_HEAP_BYTES || p->heap % 8 || p->hend % 8)
+		return -1;
+	return 0;
+}
+
+static void identify(struct xb_estate *st, const struct proc *p, struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	out->pid_term = p->id;
+	xb_format_pid(p->id, vm->pid_num_bits, vm->pid_ser_bits, out->pid, sizeof(out->pid));
+	out->regname[0] = 0;
+	uint64_t name;
+	if (p->reg && xb_read_u64(&vm->mem, p->reg + (uint64_t)xb_off(vm, XB_F_REGPROC_NAME), &name) == 0) {
+		const char *a = xb_vm_atom(vm, name);
+		if (a)
+			snprintf(out->regname, sizeof(out->regname), "%s", a);
+	}
+}
+
+static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_code *c)
+{
+	if (!c || c->kind != XB_CODE_FUNCTION)
+		return;
+	if (out->n >= st->max_depth) {
+		out->truncated = true;
+		return;
+	}
+	out->frames[out->n++] = c;
+}
+
+/* Walk [E, hend): words with primary tag 0 that point into code are
+ * continuation pointers.  Words inside the sample's stack copy are taken
+ * from it (exact at sample time); the rest is read live. */
+static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, uint64_t hend,
+		 struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t normal_exit = st->cm->normal_exit;
+	uint64_t sp = s->regs[XB_PREG_SP];
+	uint64_t words[CHUNK_WORDS];
+	uint64_t a = E;
+	while (a < hend && out->n < st->max_depth) {
+		size_t nw;
+		if (s->stack && a >= sp && a + 8 <= sp + s->stack_size) {
+			nw = (size_t)((sp + s->stack_size - a) / 8);
+			if (nw > CHUNK_WORDS)
+				nw = CHUNK_WORDS;
+			if ((hend - a) / 8 < nw)
+				nw = (size_t)((hend - a) / 8);
+			memcpy(words, s->stack + (a - sp), nw * 8);
+		} else {
+			nw = (size_t)((hend - a) / 8);
+			if (nw > CHUNK_WORDS)
+				nw = CHUNK_WORDS;
+			if (xb_read(&vm->mem, a, words, nw * 8) < 0) {
+				out->truncated = true;
+				return;
+			}
+			out->remote_stack = true;
+			out->read_ns = xb_now_ns();
+		}
+		for (size_t i = 0; i < nw; i++) {
+			uint64_t w = words[i];
+			if (!xb_is_cp(w))
+				continue;
+			if (w == normal_exit)
+				return; /* bottom of every Erlang stack */
+			const struct xb_code *c = xb_codemap_find(st->cm, w - 1);
+			if (!c && w >= st->cm->code_low && w < st->cm->code_high + (1u << 20))
+				c = lookup(st, w - 1);
+			if (!c) {
+				/* Frame-pointer layouts keep saved frame
+				 * pointers (stack addresses) here too. */
+				if (!(w >= E && w < hend))
+					out->unresolved++;
+				continue;
+			}
+			push(st, out, c);
+			if (out->n >= st->max_depth)
+				break;
+		}
+		a += nw * 8;
+	}
+}
+
+static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)
+{
+	if (r < 0 || r >= XB_PREG_COUNT || !(uw->regs_valid & (1u << r)))
+		return false;
+	*v = uw->regs[r];
+	return true;
+}
+
+static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
+{
+	uint64_t esdp, cur;
+	if (!st->check_current || sched_no <= 0)
+		return true;
+	if (xb_vm_sched_data(st->vm, sched_no, &esdp) < 0 ||
+	    xb_read_u64(&st->vm->mem, esdp + (uint64_t)xb_off(st->vm, XB_F_SCHED_CURRENT_PROCESS), &cur) < 0)
+		return false;
+	return cur == c_p;
+}
+
+/* How the JIT call site at return address PC gets E back after the C call
+ * (emit_leave_runtime in jit/x86/beam_asm.hpp, frame layout RA): either
+ * `mov rsp, [c_p + offsetof(Process, stop)]` (the call site stored E in
+ * c_p->stop: Update::eStack) or `mov rsp, rbp` (E stayed in E_saved).
+ * rbp is junk in the first case and c_p->stop stale in the second, so the
+ * instruction decides.  Code never changes under a return address that is
+ * live, so results are cached per address. */
+enum { LEAVE_UNKNOWN, LEAVE_E_SAVED, LEAVE_STOP };
+
+static int leave_kind(struct xb_estate *st, uint64_t pc)
+{
+	static __thread struct {
+		uint64_t pc;
+		int kind;
+	} cache[4096];
+	size_t h = (size_t)((pc >> 2) * 0x9E3779B97F4A7C15ull >> 52) & 4095;
+	if (cache[h].pc == pc)
+		return cache[h].kind;
+	uint8_t b[8];
+	int kind = LEAVE_UNKNOWN;
+	int64_t stop = xb_off(st->vm, XB_F_PROC_STOP);
+	if (xb_read(&st->vm->mem, pc, b, sizeof(b)) == 0) {
+		if ((b[0] == 0x48 && b[1] == 0x89 && b[2] == 0xec) || /* mov rsp, rbp */
+		    (b[0] == 0x48 && b[1] == 0x8b && b[2] == 0xe5))
+			kind = LEAVE_E_SAVED;
+		else if (b[0] == 0x49 && b[1] == 0x8b && b[2] == 0x65 && stop < 128 && b[3] == (uint8_t)stop)
+			kind = LEAVE_STOP; /* mov rsp, [r13 + disp8] */
+		else if (b[0] == 0x49 && b[1] == 0x8b && b[2] == 0xa5) {
+			int32_t d;
+			memcpy(&d, b + 3, 4);
+			if (d == stop)
+				kind = LEAVE_STOP; /* mov rsp, [r13 + disp32] */
+		}
+	}
+	cache[h].pc = pc;
+	cache[h].kind = kind;
+	return kind;
+}
+
+static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		int sched_no, struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t pc = uw->erlang_pc, lookup_pc = uw->erlang_pc_exact ? pc : pc - 1;
+	const struct xb_code *here = lookup(st, lookup_pc);
+	/* The scheduler loop itself is JIT code: no process runs there. */
+	if (here && strcmp(here->name, "global::process_main") == 0) {
+		out->status = XB_ES_NO_PROCESS;
+		return;
+	}
+	uint64_t c_p, E;
+	if (!reg(uw, st->regs.c_p, &c_p)) {
+		out->status = XB_ES_BAD;
+		out->why = "c_p register not recovered";
+		return;
+	}
+	struct proc p;
+	if (read_proc(vm, c_p, &p) < 0) {
+		out->status = XB_ES_BAD;
+		out->why = "c_p is not a process";
+		return;
+	}
+	out->read_ns = xb_now_ns();
+	if (uw->erlang_pc_exact && uw->n == 0) {
+		E = s->regs[st->regs.E]; /* in JIT code: E is rsp */
+	} else if (st->cm->frame_layout != 0) {
+		E = p.stop; /* frame-pointer layout: always stored before C calls */
+	} else {
+		int k = leave_kind(st, pc);
+		if (k == LEAVE_E_SAVED && reg(uw, st->regs.E_saved, &E)) {
+			/* E stayed in E_saved (rbp) */
+		} else if (k == LEAVE_STOP) {
+			E = p.stop;
+		} else {
+			st->unknown_call_sites++;
+			out->status = XB_ES_BAD;
+			out->why = "cannot tell where this JIT call site keeps E";
+			return;
+		}
+	}
+	if (E < p.heap || E > p.hend || E % 8) {
+		/* rsp is not on this process's stack: JIT code that runs
+		 * on the scheduler's own stack (no process). */
+		if (uw->erlang_pc_exact && uw->n == 0 && here && here->kind != XB_CODE_FUNCTION) {
+			out->status = XB_ES_NO_PROCESS;
+			return;
+		}
+		out->status = XB_ES_BAD;
+		out->why = "E outside the process stack";
+		return;
+	}
+	if (!current_matches(st, sched_no, c_p)) {
+		out->status = XB_ES_STALE;
+		out->why = "process no longer on its scheduler";
+		return;
+	}
+	out->c_p = c_p;
+	identify(st, &p, out);
+	push(st, out, here);
+	walk(st, s, E, p.hend, out);
+	out->status = XB_ES_OK;
+}
+
+/* The interpreter's I.  GCC keeps `register BeamInstr *I asm("rbx")` in
+ * rbx across process_main, but inside some instructions it borrows rbx
+ * for a temporary and parks I in another register, and process_main's
+ * DWARF does not say so.  So: take the table's register when it points
+ * into a loaded function; otherwise take the one function that any other
+ * general register points into; if none or several, give up (the sample
+ * is dropped, not guessed). */
+static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_unwind *uw,
+					  uint64_t *Iout)
+{
+	uint64_t I;
+	if (reg(uw, st->regs.I, &I) && I % 8 == 0) {
+		const struct xb_code *c = lookup(st, I);
+		if (c && c->kind == XB_CODE_FUNCTION) {
+			*Iout = I;
+			return c;
+		}
+	}
+	const struct xb_code *found = NULL;
+	for (int r = 0; r < XB_PREG_COUNT; r++) {
+		uint64_t v;
+		if (r == XB_PREG_SP || r == XB_PREG_IP || r == XB_PREG_FLAGS || r == st->regs.E ||
+		    r == st->regs.c_p || !reg(uw, r, &v) || v % 8)
+			continue;
+		const struct xb_code *c = xb_codemap_find(st->cm, v);
+		if (!c || c->kind != XB_CODE_FUNCTION)
+			continue;
+		if (found && found != c)
+			return NULL; /* ambiguous */
+		found = c;
+		*Iout = v;
+	}
+	return found;
+}
+
+static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		int sched_no, struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t c_p = 0, E, I;
+	struct proc p;
+	/* A normal scheduler publishes the process it runs in its
+	 * ErtsSchedulerData (current_process); dirty schedulers and builds
+	 * without it use the register process_main keeps c_p in. */
+	bool have = false;
+	if (sched_no > 0) {
+		uint64_t esdp;
+		if (xb_vm_sched_data(vm, sched_no, &esdp) == 0 &&
+		    xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), &c_p) == 0)
+			have = true;
+		if (have && c_p == 0) {
+			out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
+			return;
+		}
+	}
+	if (!have && !reg(uw, st->regs.c_p, &c_p)) {
+		out->status = XB_ES_BAD;
+		out->why = "c_p not recovered";
+		return;
+	}
+	if (read_proc(vm, c_p, &p) < 0) {
+		out->status = have ? XB_ES_STALE : XB_ES_BAD;
+		out->why = "c_p is not a process";
+		return;
+	}
+	out->read_ns = xb_now_ns();
+	if (!reg(uw, st->regs.E, &E) || E < p.heap || E > p.hend || E % 8) {
+		out->status = XB_ES_BAD;
+		out->why = "E not on the process stack";
+		return;
+	}
+	const struct xb_code *here = emu_current(st, uw, &I);
+	if (!here) {
+		out->status = XB_ES_BAD;
+		out->why = "I not recovered";
+		return;
+	}
+	out->c_p = c_p;
+	identify(st, &p, out);
+	push(st, out, here);
+	walk(st, s, E, p.hend, out);
+	out->remote_stack = true; /* the interpreter's stack lives on the heap */
+	out->status = XB_ES_OK;
+}
+
+void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		     int sched_no, struct xb_estack *out)
+{
+	out->status = XB_ES_NO_PROCESS;
+	out->why = NULL;
+	out->n = 0;
+	out->unresolved = 0;
+	out->truncated = false;
+	out->remote_stack = false;
+	out->read_ns = 0;
+	out->c_p = 0;
+	out->pid[0] = out->regname[0] = 0;
+	if (uw->stop != XB_UW_REACHED_ERLANG)
+		return; /* a native-only stack */
+	if (st->vm->flavor == XB_FLAVOR_JIT)
+		jit(st, s, uw, sched_no, out);
+	else
+		emu(st, s, uw, sched_no, out);
+	if (out->status != XB_ES_OK)
+		out->n = 0;
+}

@@ -1,0 +1,367 @@
+/* sampler.c - perf_event_open(2) per thread, mmap ring buffers. */
+#define _GNU_SOURCE
+#include "xb/sampler.h"
+#include "xb/common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RING_PAGES 64 /* data pages per thread (power of two) */
+#define RESCAN_NS (100ull * 1000 * 1000)
+
+/* x86-64 user registers we ask for: AX..IP and R8..R15 (perf_regs.h).
+ * The segment registers are not available on x86-64. */
+#define REGS_MASK ((((uint64_t)1 << (XB_PREG_IP + 1)) - 1) | ((uint64_t)0xff << XB_PREG_R8))
+
+static long perf_event_open(struct perf_event_attr *a, pid_t tid, int cpu, int group,
+			    unsigned long flags)
+{
+	return syscall(SYS_perf_event_open, a, tid, cpu, group, flags);
+}
+
+static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = (uint32_t)s->event_type;
+	a->config = s->event_config;
+	if (s->o.period) {
+		a->sample_period = s->o.period;
+	} else {
+		a->freq = 1;
+		a->sample_freq = s->o.freq;
+	}
+	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+			 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+	if (s->o.include_kernel) {
+		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
+		a->exclude_callchain_user = 1;
+	} else {
+		a->exclude_kernel = 1;
+	}
+	a->exclude_hv = 1;
+	a->sample_regs_user = REGS_MASK;
+	a->sample_stack_user = s->o.stack_bytes;
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+	a->wakeup_events = 1;
+	a->disabled = 0;
+}
+
+static int open_thread(struct xb_sampler *s, pid_t tid)
+{
+	struct perf_event_attr a;
+	fill_attr(s, &a);
+	int fd = (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = (1 + RING_PAGES) * s->page_size;
+	void *ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ring == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if (xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0) {
+		munmap(ring, len);
+		close(fd);
+		return -ENOMEM;
+	}
+	struct xb_thread *t = &s->threads[s->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	t->fd = fd;
+	t->ring = ring;
+	t->ring_size = len;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->pid, (int)tid);
+	char *comm = xb_slurp(path, NULL);
+	if (comm) {
+		comm[strcspn(comm, "\n")] = 0;
+		snprintf(t->comm, sizeof(t->comm), "%s", comm);
+		free(comm);
+	}
+	/* erl_process.c names scheduler threads "N_scheduler", and dirty
+	 * ones "N_dirty_cpu_sch"/"N_dirty_io_sche" (15-char comm limit). */
+	int n;
+	char rest[20];
+	t->kind = 'o';
+	if (sscanf(t->comm, "%d_%19s", &n, rest) == 2) {
+		if (strcmp(rest, "scheduler") == 0) {
+			t->kind = 's';
+			t->sched_no = n;
+		} else if (strncmp(rest, "dirty_cpu", 9) == 0) {
+			t->kind = 'c';
+		} else if (strncmp(rest, "dirty_io", 8) == 0) {
+			t->kind = 'i';
+		}
+	}
+	return 0;
+}
+
+static int try_event(struct xb_sampler *s, int type, uint64_t config, const char *name)
+{
+	s->event_type = type;
+	s->event_config = config;
+	s->event_name = name;
+	struct perf_event_attr a;
+	fill_attr(s, &a);
+	int fd = (int)perf_event_open(&a, s->pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	s->o = *o;
+	s->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	if (s->o.stack_bytes > 65528)
+		return xb_fail("--user-stack %u is too large: the kernel copies at most 65528 bytes",
+			       s->o.stack_bytes);
+	s->o.stack_bytes &= ~7u;
+	/* Hardware cycles where a PMU exists; a software CPU clock where it
+	 * does not (most cloud VMs). */
+	int e = s->o.force_software ? -ENOENT : try_event(s, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles");
+	if (e < 0 && e != -EACCES && e != -EPERM)
+		e = try_event(s, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock");
+	if (e == -EACCES || e == -EPERM)
+		return xb_fail("permission denied opening perf events on process %d: run as root, or "
+			       "give this tool CAP_PERFMON (or set kernel.perf_event_paranoid <= 1) "
+			       "and CAP_SYS_PTRACE for process_vm_readv",
+			       (int)pid);
+	if (e == -ESRCH)
+		return xb_fail("process %d exited", (int)pid);
+	if (e < 0)
+		return xb_fail("perf_event_open failed on process %d: %s", (int)pid, strerror(-e));
+	s->scratch_size = 65536 + 4096;
+	s->scratch = malloc(s->scratch_size + 8);
+	if (!s->scratch)
+		return xb_fail("out of memory");
+	return xb_sampler_scan_threads(s, true);
+}
+
+void xb_sampler_close(struct xb_sampler *s)
+{
+	for (size_t i = 0; i < s->nthreads; i++) {
+		if (s->threads[i].ring)
+			munmap(s->threads[i].ring, s->threads[i].ring_size);
+		if (s->threads[i].fd >= 0)
+			close(s->threads[i].fd);
+	}
+	free(s->threads);
+	free(s->scratch);
+	memset(s, 0, sizeof(*s));
+}
+
+int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
+{
+	uint64_t now = xb_now_ns();
+	if (!force && now - s->last_scan_ns < RESCAN_NS)
+		return 0;
+	s->last_scan_ns = now;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)s->pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return xb_fail("process %d exited", (int)s->pid);
+	struct dirent *de;
+	int opened = 0;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		bool known = false;
+		for (size_t i = 0; i < s->nthreads && !known; i++)
+			known = s->threads[i].tid == tid;
+		if (known)
+			continue;
+		int r = open_thread(s, tid);
+		if (r == 0)
+			opened++;
+		else if (r == -EACCES || r == -EPERM) {
+			closedir(d);
+			return xb_fail("permission denied opening perf events on thread %d: needs "
+				       "CAP_PERFMON or kernel.perf_event_paranoid <= 1", (int)tid);
+		} else if (r == -EMFILE) {
+			closedir(d);
+			return xb_fail("out of file descriptors for %zu threads: raise `ulimit -n`", s->nthreads);
+		}
+		/* ESRCH: the thread exited meanwhile; fine. */
+	}
+	closedir(d);
+	if (s->nthreads == 0)
+		return xb_fail("no threads of process %d could be sampled", (int)s->pid);
+	return opened;
+}
+
+int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sample *out)
+{
+	const uint8_t *end = p + len;
+#define TAKE(dst, n)                                   \
+	do {                                           \
+		if ((size_t)(end - p) < (n))           \
+			return -1;                     \
+		memcpy((dst), p, (n));                 \
+		p += (n);                              \
+	} while (0)
+	memset(out, 0, sizeof(*out));
+	uint32_t pidtid[2];
+	TAKE(&out->ip, 8);
+	TAKE(pidtid, 8);
+	out->tid = (pid_t)pidtid[1];
+	TAKE(&out->time_ns, 8);
+	if (callchain) {
+		uint64_t nr;
+		TAKE(&nr, 8);
+		if (nr > (uint64_t)(end - p) / 8)
+			return -1;
+		for (uint64_t i = 0; i < nr; i++) {
+			uint64_t ip;
+			TAKE(&ip, 8);
+			if (ip >= PERF_CONTEXT_MAX)
+				continue; /* context markers */
+			if (out->nkips < XB_MAX_KFRAMES)
+				out->kips[out->nkips++] = ip;
+		}
+	}
+	uint64_t abi;
+	TAKE(&abi, 8);
+	if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		out->user = true;
+		for (int r = 0; r < XB_PREG_COUNT; r++) {
+			if (!(REGS_MASK & ((uint64_t)1 << r)))
+				continue;
+			TAKE(&out->regs[r], 8);
+		}
+	}
+	uint64_t size;
+	TAKE(&size, 8);
+	if (size) {
+		if ((size_t)(end - p) < size + 8)
+			return -1;
+		const uint8_t *data = p;
+		p += size;
+		uint64_t dyn;
+		TAKE(&dyn, 8);
+		out->stack = data;
+		out->stack_size = dyn < size ? dyn : size;
+	}
+	return 0;
+#undef TAKE
+}
+
+/* Drain one ring; returns samples delivered. */
+static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, void *arg)
+{
+	struct perf_event_mmap_page *meta = t->ring;
+	uint8_t *data = (uint8_t *)t->ring + s->page_size;
+	uint64_t size = RING_PAGES * s->page_size;
+	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = meta->data_tail;
+	int n = 0;
+	while (tail < head) {
+		struct perf_event_header hdr;
+		for (size_t i = 0; i < sizeof(hdr); i++)
+			((uint8_t *)&hdr)[i] = data[(tail + i) & (size - 1)];
+		if (hdr.size < sizeof(hdr) || tail + hdr.size > head)
+			break;
+		if (hdr.size > s->scratch_size) {
+			tail += hdr.size;
+			continue;
+		}
+		uint64_t off = tail & (size - 1);
+		if (off + hdr.size <= size) {
+			memcpy(s->scratch, data + off, hdr.size);
+		} else {
+			size_t first = (size_t)(size - off);
+			memcpy(s->scratch, data + off, first);
+			memcpy(s->scratch + first, data, hdr.size - first);
+		}
+		const uint8_t *body = s->scratch + sizeof(hdr);
+		size_t blen = hdr.size - sizeof(hdr);
+		switch (hdr.type) {
+		case PERF_RECORD_SAMPLE: {
+			struct xb_sample smp;
+			s->received++;
+			if (xb_sampler_parse(body, blen, s->o.include_kernel, &smp) == 0) {
+				smp.thread = (int)(t - s->threads);
+				t->samples++;
+				cb(&smp, arg);
+				n++;
+			}
+			break;
+		}
+		case PERF_RECORD_LOST: {
+			uint64_t lost[2];
+			if (blen >= 16) {
+				memcpy(lost, body, 16);
+				s->lost += lost[1];
+			}
+			break;
+		}
+		case PERF_RECORD_THROTTLE:
+			s->throttled++;
+			break;
+		case PERF_RECORD_UNTHROTTLE:
+			s->unthrottled++;
+			break;
+		default:
+			break;
+		}
+		tail += hdr.size;
+	}
+	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void *arg,
+		    bool *all_gone)
+{
+	struct pollfd pfd[1024];
+	size_t idx[1024], np = 0;
+	for (size_t i = 0; i < s->nthreads && np < 1024; i++) {
+		if (s->threads[i].dead)
+			continue;
+		pfd[np].fd = s->threads[i].fd;
+		pfd[np].events = POLLIN;
+		pfd[np].revents = 0;
+		idx[np++] = i;
+	}
+	*all_gone = np == 0;
+	if (np == 0)
+		return 0;
+	int r = poll(pfd, np, timeout_ms);
+	if (r < 0 && errno != EINTR)
+		return xb_fail("poll: %m");
+	int n = 0;
+	size_t alive = 0;
+	for (size_t k = 0; k < np; k++) {
+		struct xb_thread *t = &s->threads[idx[k]];
+		n += drain(s, t, cb, arg);
+		if (pfd[k].revents & (POLLHUP | POLLERR)) {
+			/* The thread exited: its samples were drained above. */
+			t->dead = true;
+			munmap(t->ring, t->ring_size);
+			t->ring = NULL;
+			close(t->fd);
+			t->fd = -1;
+		} else {
+			alive++;
+		}
+	}
+	*all_gone = alive == 0;
+	return n;
+}

@@ -1,0 +1,675 @@
+/* erlang-sample - sampling profiler for a running BEAM.
+ *
+ *   erlang-sample [options] PID              flat profile
+ *   erlang-sample --pstack PID               one stack per scheduler, now
+ *   erlang-sample --blame copy_struct PID    Erlang code under a native fn
+ *
+ * Pipeline: sampling (perf_event) -> unwinding (libdwfl) -> Erlang state
+ * (process_vm_readv) -> naming (code map) -> aggregating -> output.
+ */
+#define _GNU_SOURCE
+#include "xb/codemap.h"
+#include "xb/common.h"
+#include "xb/erlstack.h"
+#include "xb/profile.h"
+#include "xb/report.h"
+#include "xb/sampler.h"
+#include "xb/unwind.h"
+#include "xb/version.h"
+#include "xb/vm.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROG "erlang-sample"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+struct opts {
+	double duration;   /* seconds; 0 = until ^C */
+	unsigned freq;
+	uint64_t period;
+	size_t top;
+	unsigned max_depth;
+	unsigned user_stack;
+	bool only_erlang, include_kernel, skid_summary, pstack, idle_stacks, software;
+	double pstack_wait;
+	double max_skid_ms;
+	const char *blame;
+	const char *format; /* "table" or "folded" */
+	const char *output;
+	int force_cp, force_E, force_I;
+	bool check;
+};
+
+/* Kernel symbols for --include-kernel (/proc/kallsyms). */
+struct ksym {
+	uint64_t addr;
+	char *name;
+};
+static struct ksym *ksyms;
+static size_t nksyms;
+
+static int cmp_ksym(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+	return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+static void load_kallsyms(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	size_t cap = 0;
+	char line[512];
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a;
+		char t, name[256];
+		if (sscanf(line, "%llx %c %255s", &a, &t, name) != 3 || !a)
+			continue;
+		if (t != 't' && t != 'T')
+			continue;
+		if (xb_grow((void **)&ksyms, &cap, nksyms + 1, sizeof(*ksyms)) < 0)
+			break;
+		ksyms[nksyms].addr = a;
+		ksyms[nksyms].name = strdup(name);
+		nksyms++;
+	}
+	fclose(f);
+	qsort(ksyms, nksyms, sizeof(*ksyms), cmp_ksym);
+}
+
+static const char *ksym_name(uint64_t a)
+{
+	size_t lo = 0, hi = nksyms;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (ksyms[mid].addr <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? ksyms[lo - 1].name : "[unknown]";
+}
+
+struct ctx {
+	struct opts *o;
+	struct xb_vm *vm;
+	struct xb_sampler *smp;
+	struct xb_unwinder uw;
+	struct xb_estate es;
+	struct xb_codemap cm;
+	struct xb_profile prof;
+	uint64_t received, processed;
+	uint64_t dropped_bad, dropped_stale, dropped_truncated, dropped_skid, no_regs;
+	uint64_t unresolved_frames, truncated_erlang;
+	uint64_t *skid_us;
+	size_t nskid, skidcap;
+	uint64_t first_ns, last_ns;
+	/* --pstack: one captured stack per scheduler thread */
+	struct pstack_entry {
+		bool have;
+		struct xb_estack es;
+		struct xb_unwind uw;
+		struct xb_sample meta; /* no stack data kept */
+		const struct xb_code *jit_here;
+	} *ps;
+	size_t nps;
+	struct xb_estack tmp_es;
+};
+
+static void native_name(struct ctx *c, uint64_t pc, bool exact, char *name, size_t nlen,
+			char *tag, size_t tlen)
+{
+	struct xb_modsyms *m;
+	uint64_t look = exact ? pc : pc - 1;
+	const struct xb_sym *s = xb_symbols_addr(&c->vm->syms, look, &m);
+	if (s) {
+		snprintf(name, nlen, "%s", s->name);
+		snprintf(tag, tlen, "[%s]", m->name);
+	} else if (m) {
+		/* A static function of a stripped binary has no name: say so
+		 * rather than borrow a neighbour's. */
+		snprintf(name, nlen, "[unknown]");
+		snprintf(tag, tlen, "[%s]", m->name);
+	} else {
+		const struct xb_map *mp = xb_maps_find(&c->vm->mem.maps, look);
+		snprintf(name, nlen, "[unknown]");
+		snprintf(tag, tlen, "[%s]", mp && mp->path[0] ? (strrchr(mp->path, '/') ? strrchr(mp->path, '/') + 1 : mp->path) : "anon");
+	}
+}
+
+static const struct xb_code *jit_here_other(struct ctx *c, const struct xb_unwind *uw)
+{
+	if (c->vm->flavor != XB_FLAVOR_JIT || uw->stop != XB_UW_REACHED_ERLANG)
+		return NULL;
+	const struct xb_code *here =
+		xb_codemap_find(&c->cm, uw->erlang_pc_exact ? uw->erlang_pc : uw->erlang_pc - 1);
+	return here && here->kind == XB_CODE_OTHER ? here : NULL;
+}
+
+/* Frame ids, innermost first: kernel, native, JIT non-function, Erlang. */
+static uint32_t build_ids(struct ctx *c, const struct xb_sample *s, const struct xb_unwind *uw,
+			  const struct xb_estack *es, uint32_t *ids, uint32_t *nnative)
+{
+	uint32_t n = 0, max = XB_MAX_KFRAMES + XB_MAX_NATIVE + 1 + XB_MAX_ERLANG;
+	char name[512], tag[300];
+	if (c->o->include_kernel)
+		for (unsigned k = 0; k < s->nkips && n < max; k++)
+			ids[n++] = xb_profile_intern(&c->prof, ksym_name(s->kips[k]), "[kernel]", XB_FK_KERNEL);
+	for (unsigned k = 0; k < uw->n && n < max; k++) {
+		native_name(c, uw->pcs[k], uw->activation[k], name, sizeof(name), tag, sizeof(tag));
+		ids[n++] = xb_profile_intern(&c->prof, name, tag, XB_FK_NATIVE);
+	}
+	const struct xb_code *here = jit_here_other(c, uw);
+	if (here)
+		ids[n++] = xb_profile_intern(&c->prof, here->name, "[JIT]", XB_FK_JIT);
+	*nnative = n;
+	for (unsigned k = 0; k < es->n && n < max; k++)
+		ids[n++] = xb_profile_intern(&c->prof, es->frames[k]->name, "[Erlang]", XB_FK_ERLANG);
+	return n;
+}
+
+static void on_sample(const struct xb_sample *s, void *arg)
+{
+	struct ctx *c = arg;
+	c->received++;
+	if (!c->first_ns)
+		c->first_ns = s->time_ns;
+	c->last_ns = s->time_ns;
+	if (!s->user) {
+		c->no_regs++;
+		return;
+	}
+	const struct xb_thread *t = &c->smp->threads[s->thread];
+	struct xb_unwind uw;
+	xb_unwind_sample(&c->uw, s, &uw);
+	struct xb_estack *es = &c->tmp_es;
+	xb_erlang_stack(&c->es, s, &uw, t->sched_no, es);
+
+	if (uw.stop == XB_UW_TRUNCATED) {
+		c->dropped_truncated++;
+		return;
+	}
+	if (es->status == XB_ES_BAD) {
+		c->dropped_bad++;
+		xb_debug("drop (tid %d ip %llx): %s\n", (int)s->tid, (unsigned long long)s->ip, es->why);
+		return;
+	}
+	if (es->status == XB_ES_STALE) {
+		c->dropped_stale++;
+		return;
+	}
+	if (es->status == XB_ES_OK && es->read_ns) {
+		uint64_t skid = es->read_ns > s->time_ns ? es->read_ns - s->time_ns : 0;
+		if (xb_grow((void **)&c->skid_us, &c->skidcap, c->nskid + 1, sizeof(*c->skid_us)) == 0)
+			c->skid_us[c->nskid++] = skid / 1000;
+		if (es->remote_stack && (double)skid > c->o->max_skid_ms * 1e6) {
+			c->dropped_skid++;
+			return;
+		}
+	}
+	c->unresolved_frames += es->unresolved;
+	c->truncated_erlang += es->truncated;
+	c->processed++;
+
+	if (c->o->pstack) {
+		if (s->thread >= 0 && (size_t)s->thread < c->nps) {
+			struct pstack_entry *pe = &c->ps[s->thread];
+			/* Prefer a sample running Erlang code. */
+			if (!pe->have || (pe->es.status != XB_ES_OK && es->status == XB_ES_OK)) {
+				pe->have = true;
+				pe->es = *es;
+				pe->uw = uw;
+				pe->meta = *s;
+				pe->meta.stack = NULL;
+				pe->jit_here = jit_here_other(c, &uw);
+			}
+		}
+		return;
+	}
+	static uint32_t ids[XB_MAX_KFRAMES + XB_MAX_NATIVE + 1 + XB_MAX_ERLANG];
+	uint32_t nnative;
+	uint32_t n = build_ids(c, s, &uw, es, ids, &nnative);
+	xb_profile_add(&c->prof, ids, n, nnative);
+}
+
+static int parse_reg(const char *s)
+{
+	static const char *const names[] = { "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "rip" };
+	for (int i = 0; i < 9; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	if (s[0] == 'r') {
+		char *end;
+		long k = strtol(s + 1, &end, 10);
+		if (!*end && k >= 8 && k <= 15)
+			return XB_PREG_R8 + (int)(k - 8);
+	}
+	return -2;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: " PROG " [OPTIONS] PID\n"
+"Sample a running Erlang VM: which Erlang and native functions burn CPU.\n"
+"The VM is never paused; nothing is loaded into it.\n"
+"\n"
+"Modes:\n"
+"  (default)                flat profile: COUNT NAME PCT [TAG], most samples first\n"
+"      --pstack             one mixed native+Erlang stack per running scheduler, now\n"
+"      --blame FN           for samples whose native stack contains FN, count the\n"
+"                           nearest Erlang function above it.  FN matches a symbol\n"
+"                           exactly, or with any '_suffix' (copy_struct matches\n"
+"                           copy_struct_x; erts_garbage_collect matches\n"
+"                           erts_garbage_collect_nobump), or as a glob ('copy_*')\n"
+"\n"
+"Sampling:\n"
+"  -d, --duration SECONDS   how long to sample (default: until ^C; 0 = until ^C)\n"
+"  -F, --frequency HZ       samples per second per thread (default 997)\n"
+"      --period N           sample every N events instead of a frequency\n"
+"      --user-stack BYTES   user stack copied per sample (default 16384, max 65528)\n"
+"      --include-kernel     also sample kernel frames\n"
+"      --software-event     use cpu-clock even where a hardware PMU exists\n"
+"\n"
+"Output:\n"
+"  -t, --top N              rows to print (default 40)\n"
+"      --max-callchain-depth N  frames kept per stack, native and Erlang each\n"
+"                           (default 128)\n"
+"      --only-erlang        count the innermost Erlang frame of each sample\n"
+"      --format table|folded  folded: one 'root;...;leaf COUNT' line per stack\n"
+"  -o, --output FILE        write the report to FILE\n"
+"      --skid-summary       print the delay between a sample and our reads of the\n"
+"                           VM's memory (p50/p90/p99/max, microseconds)\n"
+"      --max-skid-ms MS     discard samples whose live reads came later than\n"
+"                           this after the sample (default 10)\n"
+"      --pstack-wait SECONDS  how long --pstack waits for a scheduler to run\n"
+"                           (default 1); one that does not is reported idle\n"
+"      --idle-scheduler-stacks  with --pstack, show where idle schedulers wait\n"
+"\n"
+"Interpreter register overrides (default: from DWARF / release table):\n"
+"      --force-c_p-register REG  --force-E-register REG  --force-I-register REG\n"
+"\n"
+"  -v, --verbose            diagnostics on stderr (event used, drop reasons);\n"
+"                           alone, '-v' prints the version\n"
+"  -h, --help               this help\n"
+"      --version            print the version\n");
+}
+
+static double now_s(void)
+{
+	return (double)xb_now_ns() / 1e9;
+}
+
+static void print_pstack(struct ctx *c, FILE *f)
+{
+	char name[512], tag[300];
+	size_t nsched = 0;
+	for (size_t i = 0; i < c->smp->nthreads; i++)
+		nsched += c->smp->threads[i].kind == 's';
+	for (int no = 1; no <= (int)nsched; no++) {
+		for (size_t i = 0; i < c->smp->nthreads; i++) {
+			struct xb_thread *t = &c->smp->threads[i];
+			if (t->kind != 's' || t->sched_no != no)
+				continue;
+			struct pstack_entry *pe = i < c->nps ? &c->ps[i] : NULL;
+			if (!pe || !pe->have) {
+				fprintf(f, "scheduler %d (tid %d): idle\n", no, (int)t->tid);
+				if (c->o->idle_stacks) {
+					char path[96];
+					snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)c->vm->pid, (int)t->tid);
+					char *sc = xb_slurp(path, NULL);
+					unsigned long long sp = 0, pc = 0;
+					char *p = sc ? strrchr(sc, ' ') : NULL;
+					if (p && sscanf(p, " %llx", &pc) == 1) {
+						*p = 0;
+						char *q = strrchr(sc, ' ');
+						if (q)
+							sscanf(q, " %llx", &sp);
+					}
+					free(sc);
+					if (sp && pc) {
+						struct xb_unwind uw;
+						xb_unwind_blocked(&c->uw, t->tid, sp, pc, &uw);
+						for (unsigned k = 0; k < uw.n; k++) {
+							native_name(c, uw.pcs[k], uw.activation[k], name, sizeof(name), tag, sizeof(tag));
+							fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw.pcs[k], name, tag);
+						}
+						if (uw.stop == XB_UW_REACHED_ERLANG)
+							fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n,
+								(unsigned long long)uw.erlang_pc);
+					} else {
+						fprintf(f, "  (waiting stack not available)\n");
+					}
+				}
+				continue;
+			}
+			struct xb_estack *es = &pe->es;
+			if (es->status == XB_ES_OK)
+				fprintf(f, "scheduler %d (tid %d): process %s%s%s\n", no, (int)t->tid, es->pid,
+					es->regname[0] ? " " : "", es->regname);
+			else
+				fprintf(f, "scheduler %d (tid %d): running, no Erlang process (scheduler code)\n",
+					no, (int)t->tid);
+			unsigned k = 0;
+			for (unsigned j = 0; j < pe->uw.n; j++, k++) {
+				native_name(c, pe->uw.pcs[j], pe->uw.activation[j], name, sizeof(name), tag, sizeof(tag));
+				fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)pe->uw.pcs[j], name, tag);
+			}
+			if (pe->jit_here)
+				fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k++, (unsigned long long)pe->uw.erlang_pc,
+					pe->jit_here->name);
+			for (unsigned j = 0; j < es->n; j++, k++)
+				fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k,
+					(unsigned long long)es->frames[j]->start, es->frames[j]->name);
+			if (es->truncated)
+				fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .freq = 997, .top = 40, .max_depth = 128, .user_stack = 16384,
+			  .pstack_wait = 1.0, .max_skid_ms = 10, .format = "table",
+			  .force_cp = -1, .force_E = -1, .force_I = -1 };
+	enum { O_PERIOD = 256, O_STACK, O_DEPTH, O_ONLY_ERL, O_KERNEL, O_SKID, O_MAXSKID, O_FORMAT,
+	       O_PSTACK, O_PWAIT, O_IDLE, O_BLAME, O_FCP, O_FE, O_FI, O_VERSION, O_SOFT, O_CHECK };
+	static const struct option lopts[] = {
+		{ "duration", 1, 0, 'd' },   { "frequency", 1, 0, 'F' },    { "period", 1, 0, O_PERIOD },
+		{ "top", 1, 0, 't' },        { "max-callchain-depth", 1, 0, O_DEPTH },
+		{ "user-stack", 1, 0, O_STACK }, { "only-erlang", 0, 0, O_ONLY_ERL },
+		{ "include-kernel", 0, 0, O_KERNEL }, { "skid-summary", 0, 0, O_SKID },
+		{ "max-skid-ms", 1, 0, O_MAXSKID }, { "format", 1, 0, O_FORMAT }, { "output", 1, 0, 'o' },
+		{ "pstack", 0, 0, O_PSTACK }, { "pstack-wait", 1, 0, O_PWAIT },
+		{ "idle-scheduler-stacks", 0, 0, O_IDLE }, { "blame", 1, 0, O_BLAME },
+		{ "force-c_p-register", 1, 0, O_FCP }, { "force-E-register", 1, 0, O_FE },
+		{ "force-I-register", 1, 0, O_FI }, { "software-event", 0, 0, O_SOFT },
+		{ "verbose", 0, 0, 'v' },    { "help", 0, 0, 'h' },         { "version", 0, 0, O_VERSION },
+		{ 0, 0, 0, 0 },
+	};
+	int ch;
+	char *end;
+	while ((ch = getopt_long(argc, argv, "d:F:t:o:vh", lopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			o.duration = strtod(optarg, &end);
+			if (*end || o.duration < 0 || !isfinite(o.duration)) {
+				fprintf(stderr, PROG ": --duration wants seconds (e.g. 10 or 0.5), got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'F': {
+			long v = strtol(optarg, &end, 10);
+			if (*end || v <= 0 || v > 100000) {
+				fprintf(stderr, PROG ": --frequency wants a rate in Hz (1..100000), got '%s'\n", optarg);
+				return 2;
+			}
+			o.freq = (unsigned)v;
+			break;
+		}
+		case O_PERIOD:
+			o.period = strtoull(optarg, &end, 10);
+			if (*end || !o.period) {
+				fprintf(stderr, PROG ": --period wants a positive event count, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			o.top = strtoul(optarg, &end, 10);
+			if (*end || !o.top) {
+				fprintf(stderr, PROG ": --top wants a positive number of rows, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case O_DEPTH:
+			o.max_depth = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || !o.max_depth) {
+				fprintf(stderr, PROG ": --max-callchain-depth wants a positive number, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case O_STACK:
+			o.user_stack = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o.user_stack < 512 || o.user_stack > 65528) {
+				fprintf(stderr, PROG ": --user-stack wants 512..65528 bytes, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case O_ONLY_ERL: o.only_erlang = true; break;
+		case O_KERNEL: o.include_kernel = true; break;
+		case O_SKID: o.skid_summary = true; break;
+		case O_MAXSKID:
+			o.max_skid_ms = strtod(optarg, &end);
+			if (*end || o.max_skid_ms <= 0) {
+				fprintf(stderr, PROG ": --max-skid-ms wants a positive number of milliseconds\n");
+				return 2;
+			}
+			break;
+		case O_FORMAT:
+			if (strcmp(optarg, "table") && strcmp(optarg, "folded")) {
+				fprintf(stderr, PROG ": --format is 'table' or 'folded', not '%s'\n", optarg);
+				return 2;
+			}
+			o.format = optarg;
+			break;
+		case 'o': o.output = optarg; break;
+		case O_PSTACK: o.pstack = true; break;
+		case O_PWAIT:
+			o.pstack_wait = strtod(optarg, &end);
+			if (*end || o.pstack_wait <= 0) {
+				fprintf(stderr, PROG ": --pstack-wait wants a positive number of seconds\n");
+				return 2;
+			}
+			break;
+		case O_IDLE: o.idle_stacks = true; break;
+		case O_BLAME: o.blame = optarg; break;
+		case O_FCP: case O_FE: case O_FI: {
+			int r = parse_reg(optarg);
+			if (r < 0) {
+				fprintf(stderr, PROG ": '%s' is not an x86-64 register name (rax..r15)\n", optarg);
+				return 2;
+			}
+			if (ch == O_FCP) o.force_cp = r;
+			else if (ch == O_FE) o.force_E = r;
+			else o.force_I = r;
+			break;
+		}
+		case O_SOFT: o.software = true; break;
+		case 'v': xb_verbose++; break;
+		case 'h': usage(stdout); return 0;
+		case O_VERSION: printf(PROG " %s\n", XB_VERSION); return 0;
+		default:
+			fprintf(stderr, PROG ": unknown option; see " PROG " --help\n");
+			return 2;
+		}
+	}
+	if (optind == argc && xb_verbose) {
+		printf(PROG " %s\n", XB_VERSION);
+		return 0;
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, PROG ": %s; usage: " PROG " [options] PID (see --help)\n",
+			optind >= argc ? "missing PID" : "too many arguments");
+		return 2;
+	}
+	int pid;
+	if (xb_parse_pid(argv[optind], &pid) < 0) {
+		fprintf(stderr, PROG ": %s\n", xb_err());
+		return 2;
+	}
+	if (o.pstack && o.blame) {
+		fprintf(stderr, PROG ": --pstack and --blame are separate modes; pick one\n");
+		return 2;
+	}
+
+	FILE *out = stdout;
+	if (o.output && !(out = fopen(o.output, "w"))) {
+		fprintf(stderr, PROG ": cannot write %s: %s; pass a writable -o path\n", o.output, strerror(errno));
+		return 1;
+	}
+
+	struct xb_vm vm;
+	struct ctx c;
+	memset(&c, 0, sizeof(c));
+	c.o = &o;
+	c.vm = &vm;
+	if (xb_vm_attach(&vm, pid) < 0) {
+		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_vm_detach(&vm);
+		return 1;
+	}
+	if (xb_codemap_build(&vm, &c.cm, XB_CM_FOLD_PROLOGUE) < 0) {
+		fprintf(stderr, PROG ": cannot read the VM's code tables: %s\n", xb_err());
+		xb_vm_detach(&vm);
+		return 1;
+	}
+	xb_estate_init(&c.es, &vm, &c.cm, o.max_depth);
+	if (o.force_cp >= 0) c.es.regs.c_p = o.force_cp;
+	if (o.force_E >= 0) c.es.regs.E = o.force_E;
+	if (o.force_I >= 0) c.es.regs.I = o.force_I;
+	if (xb_unwinder_init(&c.uw, &vm, xb_estate_is_erlang_pc, &c.es, o.max_depth) < 0) {
+		fprintf(stderr, PROG ": %s\n", xb_err());
+		return 1;
+	}
+	xb_profile_init(&c.prof);
+	if (o.include_kernel)
+		load_kallsyms();
+
+	struct xb_sampler smp;
+	struct xb_sampler_opts so = { .freq = o.freq, .period = o.period, .stack_bytes = o.user_stack,
+				      .include_kernel = o.include_kernel, .force_software = o.software };
+	if (xb_sampler_open(&smp, pid, &so) < 0) {
+		fprintf(stderr, PROG ": %s\n", xb_err());
+		return 1;
+	}
+	c.smp = &smp;
+	if (xb_verbose)
+		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
+			"%zu threads; %zu code entries\n",
+			XB_VERSION, pid, vm.otp[0] ? vm.otp : "?", vm.erts, xb_flavor_name(vm.flavor),
+			xb_debug_name(vm.debug), smp.event_name, o.period ? "a fixed period" : "a frequency",
+			smp.nthreads, c.cm.n);
+
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	double start = now_s();
+	double limit = o.pstack ? o.pstack_wait : o.duration;
+	bool vm_exited = false;
+	for (;;) {
+		if (o.pstack && c.nps < smp.nthreads) {
+			struct pstack_entry *nps = realloc(c.ps, smp.nthreads * sizeof(*nps));
+			if (nps) {
+				memset(nps + c.nps, 0, (smp.nthreads - c.nps) * sizeof(*nps));
+				c.ps = nps;
+				c.nps = smp.nthreads;
+			}
+		}
+		bool gone = false;
+		if (xb_sampler_poll(&smp, 50, on_sample, &c, &gone) < 0) {
+			fprintf(stderr, PROG ": %s\n", xb_err());
+			break;
+		}
+		if (stop_requested)
+			break;
+		if (gone || !xb_vm_alive(&vm)) {
+			vm_exited = true;
+			break;
+		}
+		if (limit > 0 && now_s() - start >= limit)
+			break;
+		if (o.pstack) {
+			/* Done early once every scheduler has shown a process. */
+			bool all = true;
+			size_t ns = 0;
+			for (size_t i = 0; i < smp.nthreads; i++) {
+				if (smp.threads[i].kind != 's')
+					continue;
+				ns++;
+				if (i >= c.nps || !c.ps[i].have || c.ps[i].es.status != XB_ES_OK)
+					all = false;
+			}
+			if (ns && all)
+				break;
+		}
+		if (xb_sampler_scan_threads(&smp, false) < 0 && !xb_vm_alive(&vm)) {
+			vm_exited = true;
+			break;
+		}
+	}
+	double elapsed = now_s() - start;
+
+	/* ---- report ---- */
+	if (o.pstack) {
+		print_pstack(&c, out);
+	} else if (strcmp(o.format, "folded") == 0) {
+		xb_report_folded(out, &c.prof);
+	} else if (o.blame) {
+		struct xb_row *rows;
+		uint64_t matched, no_erl;
+		size_t n = xb_profile_blame(&c.prof, o.blame, &rows, &matched, &no_erl);
+		xb_report_processed(out, c.processed, c.received);
+		fprintf(out, "blame %s: %llu samples have it on their native stack (%llu with no Erlang code above it)\n",
+			o.blame, (unsigned long long)matched, (unsigned long long)no_erl);
+		xb_report_rows(out, &c.prof, rows, n, o.top, matched);
+		free(rows);
+	} else {
+		struct xb_row *rows;
+		uint64_t counted;
+		size_t n = xb_profile_flat(&c.prof, o.only_erlang ? XB_FLAT_ERLANG : XB_FLAT_LEAF, &rows, &counted);
+		xb_report_processed(out, c.processed, c.received);
+		xb_report_rows(out, &c.prof, rows, n, o.top, c.processed);
+		free(rows);
+	}
+	if (o.skid_summary) {
+		FILE *sf = strcmp(o.format, "folded") == 0 && !o.output ? stderr : out;
+		size_t n = c.nskid;
+		fprintf(sf, "skid (sample -> VM memory read, us): p50 %llu  p90 %llu  p99 %llu  max %llu  "
+			"(%zu samples); discarded as too stale (> %.1f ms): %llu\n",
+			(unsigned long long)xb_percentile(c.skid_us, n, 50),
+			(unsigned long long)xb_percentile(c.skid_us, n, 90),
+			(unsigned long long)xb_percentile(c.skid_us, n, 99),
+			(unsigned long long)xb_percentile(c.skid_us, n, 100), n, o.max_skid_ms,
+			(unsigned long long)(c.dropped_skid + c.dropped_stale));
+	}
+	if (xb_verbose)
+		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
+			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
+			"lost %llu, throttled %llu; unresolved stack words %llu; code map refreshes %llu; "
+			"stack copy exhausted %llu\n",
+			elapsed, (unsigned long long)c.received, (unsigned long long)c.processed,
+			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
+			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
+			(unsigned long long)c.no_regs, (unsigned long long)smp.lost,
+			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
+			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses);
+	if (smp.lost && !xb_verbose)
+		fprintf(stderr, PROG ": warning: the kernel lost %llu samples (lower -F)\n", (unsigned long long)smp.lost);
+	if (vm_exited)
+		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
+			pid, elapsed);
+	if (out != stdout)
+		fclose(out);
+	xb_sampler_close(&smp);
+	xb_profile_free(&c.prof);
+	xb_codemap_free(&c.cm);
+	free(c.skid_us);
+	free(c.ps);
+	xb_vm_detach(&vm);
+	return 0;
+}

@@ -1,0 +1,174 @@
+/* unwind.c - libdwfl unwinding over perf samples (dwfl_attach_state with
+ * our own callbacks: no ptrace, no /proc/PID/mem). */
+#define _GNU_SOURCE
+#include "xb/unwind.h"
+#include "xb/common.h"
+
+#include <dwarf.h>
+#include <string.h>
+
+/* perf register number for each x86-64 DWARF register 0..16. */
+static const int dw2perf[17] = {
+	XB_PREG_AX,  XB_PREG_DX,  XB_PREG_CX,  XB_PREG_BX,  XB_PREG_SI,  XB_PREG_DI,
+	XB_PREG_BP,  XB_PREG_SP,  XB_PREG_R8,  XB_PREG_R9,  XB_PREG_R10, XB_PREG_R11,
+	XB_PREG_R12, XB_PREG_R13, XB_PREG_R14, XB_PREG_R15, XB_PREG_IP,
+};
+
+/* State for the blocked-thread variant. */
+static __thread struct {
+	bool remote;
+	uint64_t sp, pc;
+	pid_t tid;
+} blocked;
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	struct xb_unwinder *u = arg;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = u;
+	return blocked.remote ? blocked.tid : u->cur->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	(void)dwfl;
+	struct xb_unwinder *u = arg;
+	if (blocked.remote) /* no copy: the thread is blocked, its stack is stable */
+		return xb_read_u64(&u->vm->mem, addr, result) == 0;
+	const struct xb_sample *s = u->cur;
+	uint64_t sp = s->regs[XB_PREG_SP];
+	if (s->stack && addr >= sp && addr + 8 <= sp + s->stack_size) {
+		memcpy(result, s->stack + (addr - sp), 8);
+		return true;
+	}
+	/* Past the copy: reading the live stack now would mix two moments.
+	 * Stop here (raise --user-stack for deeper native stacks). */
+	u->stack_misses++;
+	return false;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct xb_unwinder *u = arg;
+	Dwarf_Word regs[17];
+	if (blocked.remote) {
+		memset(regs, 0, sizeof(regs));
+		regs[7] = blocked.sp;
+		regs[16] = blocked.pc;
+		/* Only sp and pc are known; leave the rest undefined. */
+		return dwfl_thread_state_registers(thread, 7, 1, &regs[7]) &&
+		       dwfl_thread_state_registers(thread, 16, 1, &regs[16]);
+	}
+	for (int i = 0; i < 17; i++)
+		regs[i] = u->cur->regs[dw2perf[i]];
+	return dwfl_thread_state_registers(thread, 0, 17, regs);
+}
+
+static const Dwfl_Thread_Callbacks callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,
+		     unsigned max_depth)
+{
+	memset(u, 0, sizeof(*u));
+	u->vm = vm;
+	u->is_erlang = f;
+	u->is_erlang_arg = arg;
+	u->max_depth = max_depth > XB_MAX_NATIVE ? XB_MAX_NATIVE : max_depth;
+	GElf_Addr bias;
+	Elf *elf = dwfl_module_getelf(vm->beam->mod, &bias);
+	if (!dwfl_attach_state(vm->syms.dwfl, elf, vm->pid, &callbacks, u))
+		return xb_fail("libdwfl cannot unwind this process: %s", dwfl_errmsg(-1));
+	u->attached = true;
+	return 0;
+}
+
+static void take_regs(Dwfl_Frame *state, struct xb_unwind *out)
+{
+	out->regs_valid = 0;
+	for (unsigned i = 0; i < 17; i++) {
+		Dwarf_Word v;
+		if (dwfl_frame_reg(state, i, &v) == 0) {
+			out->regs[dw2perf[i]] = v;
+			out->regs_valid |= 1u << dw2perf[i];
+		}
+	}
+}
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct xb_unwinder *u = arg;
+	struct xb_unwind *out = u->out;
+	Dwarf_Addr pc;
+	bool act;
+	if (!dwfl_frame_pc(state, &pc, &act))
+		return DWARF_CB_ABORT;
+	if (u->is_erlang(u->is_erlang_arg, pc)) {
+		out->stop = XB_UW_REACHED_ERLANG;
+		out->erlang_pc = pc;
+		out->erlang_pc_exact = act;
+		take_regs(state, out);
+		return DWARF_CB_ABORT;
+	}
+	if (out->n >= u->max_depth) {
+		out->stop = XB_UW_TRUNCATED;
+		return DWARF_CB_ABORT;
+	}
+	out->pcs[out->n] = pc;
+	out->activation[out->n] = act;
+	out->n++;
+	return DWARF_CB_OK;
+}
+
+static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->stop = XB_UW_TRUNCATED;
+	u->out = out;
+	int r = dwfl_getthread_frames(u->vm->syms.dwfl, tid, frame_cb, u);
+	if (r == 0 && out->stop == XB_UW_TRUNCATED)
+		out->stop = XB_UW_END;
+	/* r == -1 with stop unchanged: unwinding failed part-way. */
+}
+
+void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct xb_unwind *out)
+{
+	blocked.remote = false;
+	u->cur = s;
+	/* Fast path: the sample is already in Erlang code. */
+	if (u->is_erlang(u->is_erlang_arg, s->ip)) {
+		memset(out, 0, sizeof(*out));
+		out->stop = XB_UW_REACHED_ERLANG;
+		out->erlang_pc = s->ip;
+		out->erlang_pc_exact = true;
+		memcpy(out->regs, s->regs, sizeof(out->regs));
+		out->regs_valid = 0xffffffffu;
+		return;
+	}
+	run(u, s->tid, out);
+}
+
+void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t pc,
+		       struct xb_unwind *out)
+{
+	blocked.remote = true;
+	blocked.sp = sp;
+	blocked.pc = pc;
+	blocked.tid = tid;
+	run(u, tid, out);
+	blocked.remote = false;
+}
