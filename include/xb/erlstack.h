@@ -28,9 +28,11 @@ struct xb_estack {
 	char pid[32];
 	char regname[256];
 	const struct xb_code *frames[XB_MAX_ERLANG]; /* innermost first */
+	uint64_t addrs[XB_MAX_ERLANG]; /* pc or return address of each frame */
 	unsigned n;
 	unsigned unresolved; /* CP-looking words that named no loaded code */
 	bool truncated;
+	bool complete; /* reached beam_normal_exit */
 	bool remote_stack; /* some of the stack was read live (skid applies) */
 	uint64_t read_ns;  /* when the live reads finished */
 };
@@ -52,10 +54,10 @@ void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *c
 		    unsigned max_depth);
 /* Is PC where Erlang code runs (for the unwinder)? */
 bool xb_estate_is_erlang_pc(void *st, uint64_t pc);
-/* sched_no: the sampled thread's scheduler number (0 if not a normal
- * scheduler). */
+/* kind/sched_no: the sampled thread's scheduler kind ('s' normal, 'c'
+ * dirty cpu, 'i' dirty io, 'o' other) and number (0 if none). */
 void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
-		     int sched_no, struct xb_estack *out);
+		     char kind, int sched_no, struct xb_estack *out);
 /* Rebuild the code map if the VM loaded code (rate-limited). */
 void xb_estate_refresh_code(struct xb_estate *st, bool force);
 

@@ -34,7 +34,7 @@ struct xb_thread {
 	size_t ring_size;
 	bool dead;
 	uint64_t samples;
-	int sched_no;   /* N for "N_scheduler", else 0 */
+	int sched_no;   /* N of N_scheduler, N_dirty_cpu_sch, N_dirty_io_sche; else 0 */
 	char kind;      /* 's' scheduler, 'c' dirty cpu, 'i' dirty io, 'o' other */
 };
 

@@ -21,6 +21,7 @@ struct xb_vm_syms {
 	uint64_t atom_table;      /* erts_atom_table (atom.c) */
 	uint64_t proc_tab;        /* erts_proc (erl_process.c) */
 	uint64_t sched_data_ptr;  /* erts_aligned_scheduler_data: pointer variable */
+	uint64_t dirty_cpu_data_ptr, dirty_io_data_ptr; /* erts_aligned_dirty_{cpu,io}_scheduler_data */
 	uint64_t no_schedulers;   /* erts_no_schedulers (Uint) */
 	uint64_t jit_desc;        /* __jit_debug_descriptor */
 	uint64_t ranges;          /* static `r` in beam_ranges.c */
@@ -73,6 +74,8 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 /* Number of the running scheduler threads and the address of scheduler
  * N's data (1-based). */
 int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr);
+/* Same for dirty schedulers: kind 'c' (cpu) or 'i' (io), N 1-based. */
+int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr);
 
 /* Find the static `r` of beam_ranges.c through the code of an exported
  * function that references it (no DWARF, no .symtab).  Exposed for tests. */

@@ -117,6 +117,8 @@ static void resolve_symbols(struct xb_vm *vm)
 	s->proc_tab = sym(vm, "erts_proc");
 	s->sched_data_ptr = sym(vm, "erts_aligned_scheduler_data");
 	s->no_schedulers = sym(vm, "erts_no_schedulers");
+	s->dirty_cpu_data_ptr = sym(vm, "erts_aligned_dirty_cpu_scheduler_data");
+	s->dirty_io_data_ptr = sym(vm, "erts_aligned_dirty_io_scheduler_data");
 	s->jit_desc = sym(vm, "__jit_debug_descriptor");
 	s->active_code_ix = sym(vm, "the_active_code_index");
 	s->normal_exit_ptr = sym(vm, "beam_normal_exit");
@@ -400,6 +402,19 @@ int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr)
 		return -1;
 	if (no < 1 || (uint64_t)no > nsched || nsched > 4096)
 		return xb_fail("scheduler %d out of range (1..%llu)", no, (unsigned long long)nsched);
+	*addr = base + (uint64_t)(no - 1) * (uint64_t)xb_off(vm, XB_F_SCHED_STRIDE);
+	return 0;
+}
+
+int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr)
+{
+	uint64_t ptr = kind == 'c' ? vm->sym.dirty_cpu_data_ptr : vm->sym.dirty_io_data_ptr, base;
+	if (!ptr)
+		return xb_fail("dirty scheduler data symbols not found");
+	if (no < 1 || no > 4096)
+		return xb_fail("dirty scheduler %d out of range", no);
+	if (xb_read_u64(&vm->mem, ptr, &base) < 0)
+		return -1;
 	*addr = base + (uint64_t)(no - 1) * (uint64_t)xb_off(vm, XB_F_SCHED_STRIDE);
 	return 0;
 }

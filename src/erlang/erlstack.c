@@ -117,7 +117,8 @@ static void identify(struct xb_estate *st, const struct proc *p, struct xb_estac
 	}
 }
 
-static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_code *c)
+static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_code *c,
+		 uint64_t addr)
 {
 	if (!c || c->kind != XB_CODE_FUNCTION)
 		return;
@@ -125,6 +126,7 @@ static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_co
 		out->truncated = true;
 		return;
 	}
+	out->addrs[out->n] = addr;
 	out->frames[out->n++] = c;
 }
 
@@ -161,10 +163,14 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 		}
 		for (size_t i = 0; i < nw; i++) {
 			uint64_t w = words[i];
+			if (xb_verbose >= 3)
+				xb_debug("  E+%llu: %016llx\n", (unsigned long long)(a - E + i * 8), (unsigned long long)w);
 			if (!xb_is_cp(w))
 				continue;
-			if (w == normal_exit)
+			if (w == normal_exit) {
+				out->complete = true;
 				return; /* bottom of every Erlang stack */
+			}
 			const struct xb_code *c = xb_codemap_find(st->cm, w - 1);
 			if (!c && w >= st->cm->code_low && w < st->cm->code_high + (1u << 20))
 				c = lookup(st, w - 1);
@@ -175,12 +181,28 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 					out->unresolved++;
 				continue;
 			}
-			push(st, out, c);
+			push(st, out, c, w);
 			if (out->n >= st->max_depth)
 				break;
 		}
 		a += nw * 8;
 	}
+}
+
+/* Walk only the sample's stack copy from E; true when the walk reached
+ * beam_normal_exit (the whole stack was in the copy). */
+static bool walk_copy_only(struct xb_estate *st, const struct xb_sample *s, uint64_t E,
+			   struct xb_estack *out)
+{
+	uint64_t sp = s->regs[XB_PREG_SP];
+	if (!s->stack || E < sp || E >= sp + s->stack_size)
+		return false;
+	unsigned n0 = out->n;
+	walk(st, s, E, sp + s->stack_size, out);
+	if (!out->complete)
+		out->n = n0;
+	out->remote_stack = false;
+	return out->complete;
 }
 
 static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)
@@ -220,19 +242,24 @@ static int leave_kind(struct xb_estate *st, uint64_t pc)
 	size_t h = (size_t)((pc >> 2) * 0x9E3779B97F4A7C15ull >> 52) & 4095;
 	if (cache[h].pc == pc)
 		return cache[h].kind;
-	uint8_t b[8];
+	/* emit_leave_runtime usually follows the call directly; a few call
+	 * sites first save the result (e.g. `sub r14, rax` after a GC), so
+	 * look a little further for the first of the two instructions. */
+	uint8_t b[32];
 	int kind = LEAVE_UNKNOWN;
 	int64_t stop = xb_off(st->vm, XB_F_PROC_STOP);
 	if (xb_read(&st->vm->mem, pc, b, sizeof(b)) == 0) {
-		if ((b[0] == 0x48 && b[1] == 0x89 && b[2] == 0xec) || /* mov rsp, rbp */
-		    (b[0] == 0x48 && b[1] == 0x8b && b[2] == 0xe5))
-			kind = LEAVE_E_SAVED;
-		else if (b[0] == 0x49 && b[1] == 0x8b && b[2] == 0x65 && stop < 128 && b[3] == (uint8_t)stop)
-			kind = LEAVE_STOP; /* mov rsp, [r13 + disp8] */
-		else if (b[0] == 0x49 && b[1] == 0x8b && b[2] == 0xa5) {
+		for (size_t i = 0; i + 7 <= sizeof(b) && kind == LEAVE_UNKNOWN; i++) {
+			const uint8_t *q = b + i;
 			int32_t d;
-			memcpy(&d, b + 3, 4);
-			if (d == stop)
+			if ((q[0] == 0x48 && q[1] == 0x89 && q[2] == 0xec) || /* mov rsp, rbp */
+			    (q[0] == 0x48 && q[1] == 0x8b && q[2] == 0xe5))
+				kind = LEAVE_E_SAVED;
+			else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0x65 && stop < 128 &&
+				 q[3] == (uint8_t)stop)
+				kind = LEAVE_STOP; /* mov rsp, [r13 + disp8] */
+			else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0xa5 &&
+				 (memcpy(&d, q + 3, 4), d == stop))
 				kind = LEAVE_STOP; /* mov rsp, [r13 + disp32] */
 		}
 	}
@@ -264,11 +291,11 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->why = "c_p is not a process";
 		return;
 	}
-	out->read_ns = xb_now_ns();
-	if (uw->erlang_pc_exact && uw->n == 0) {
-		E = s->regs[st->regs.E]; /* in JIT code: E is rsp */
+	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
+	if (in_jit) {
+		E = s->regs[st->regs.E]; /* in JIT code E is rsp: the copy starts there */
 	} else if (st->cm->frame_layout != 0) {
-		E = p.stop; /* frame-pointer layout: always stored before C calls */
+		E = p.stop; /* frame-pointer layout: stored before every C call */
 	} else {
 		int k = leave_kind(st, pc);
 		if (k == LEAVE_E_SAVED && reg(uw, st->regs.E_saved, &E)) {
@@ -282,25 +309,42 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			return;
 		}
 	}
-	if (E < p.heap || E > p.hend || E % 8) {
-		/* rsp is not on this process's stack: JIT code that runs
-		 * on the scheduler's own stack (no process). */
-		if (uw->erlang_pc_exact && uw->n == 0 && here && here->kind != XB_CODE_FUNCTION) {
-			out->status = XB_ES_NO_PROCESS;
-			return;
-		}
+	if (E % 8) {
 		out->status = XB_ES_BAD;
-		out->why = "E outside the process stack";
-		return;
-	}
-	if (!current_matches(st, sched_no, c_p)) {
-		out->status = XB_ES_STALE;
-		out->why = "process no longer on its scheduler";
+		out->why = "misaligned E";
 		return;
 	}
 	out->c_p = c_p;
 	identify(st, &p, out);
-	push(st, out, here);
+	push(st, out, here, pc);
+	bool in_heap = E >= p.heap && E <= p.hend;
+	if (in_jit && !in_heap) {
+		/* JIT code running on the scheduler's own stack (fragments
+		 * outside any process), or the process was garbage collected
+		 * since the sample (its heap moved): the copy may still hold
+		 * the whole stack, down to beam_normal_exit. */
+		if (walk_copy_only(st, s, E, out)) {
+			out->status = XB_ES_OK;
+			return;
+		}
+		bool fragment = here && here->kind != XB_CODE_FUNCTION;
+		out->status = fragment ? XB_ES_NO_PROCESS : XB_ES_STALE;
+		out->why = "heap moved before the stack could be read";
+		return;
+	}
+	if (!in_heap) {
+		out->status = XB_ES_BAD;
+		out->why = "E outside the process stack";
+		return;
+	}
+	/* Frames outside the copy are read live: make sure the process
+	 * is still the one running there. */
+	if (!in_jit && !current_matches(st, sched_no, c_p)) {
+		out->status = XB_ES_STALE;
+		out->why = "process no longer on its scheduler";
+		return;
+	}
+	out->read_ns = xb_now_ns();
 	walk(st, s, E, p.hend, out);
 	out->status = XB_ES_OK;
 }
@@ -384,14 +428,40 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	out->c_p = c_p;
 	identify(st, &p, out);
-	push(st, out, here);
+	push(st, out, here, I);
 	walk(st, s, E, p.hend, out);
 	out->remote_stack = true; /* the interpreter's stack lives on the heap */
 	out->status = XB_ES_OK;
 }
 
+/* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
+ * on behalf of a process that is not executing Erlang code meanwhile: its
+ * c_p->stop and c_p->i were saved when it left the normal scheduler. */
+static void dirty(struct xb_estate *st, const struct xb_sample *s, char kind, int no,
+		  struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t esdp, c_p, I;
+	struct proc p;
+	if (xb_vm_dirty_sched_data(vm, kind, no, &esdp) < 0 ||
+	    xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), &c_p) < 0 ||
+	    c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
+	    xb_read_u64(&vm->mem, c_p + (uint64_t)xb_off(vm, XB_F_PROC_I), &I) < 0)
+		return; /* no process: native only */
+	out->read_ns = xb_now_ns();
+	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8)
+		return;
+	out->c_p = c_p;
+	identify(st, &p, out);
+	const struct xb_code *here = lookup(st, I);
+	push(st, out, here, I);
+	walk(st, s, p.stop, p.hend, out);
+	out->remote_stack = true;
+	out->status = XB_ES_OK;
+}
+
 void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
-		     int sched_no, struct xb_estack *out)
+		     char kind, int sched_no, struct xb_estack *out)
 {
 	out->status = XB_ES_NO_PROCESS;
 	out->why = NULL;
@@ -399,11 +469,19 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->unresolved = 0;
 	out->truncated = false;
 	out->remote_stack = false;
+	out->complete = false;
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;
-	if (uw->stop != XB_UW_REACHED_ERLANG)
-		return; /* a native-only stack */
+	if (uw->stop != XB_UW_REACHED_ERLANG) {
+		if (uw->stop == XB_UW_END && (kind == 'c' || kind == 'i') && sched_no > 0)
+			dirty(st, s, kind, sched_no, out);
+		if (out->status != XB_ES_OK)
+			out->n = 0;
+		return; /* otherwise a native-only stack */
+	}
+	if (kind != 's')
+		sched_no = 0; /* current_process checks are for normal schedulers */
 	if (st->vm->flavor == XB_FLAVOR_JIT)
 		jit(st, s, uw, sched_no, out);
 	else

@@ -101,8 +101,10 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 			t->sched_no = n;
 		} else if (strncmp(rest, "dirty_cpu", 9) == 0) {
 			t->kind = 'c';
+			t->sched_no = n;
 		} else if (strncmp(rest, "dirty_io", 8) == 0) {
 			t->kind = 'i';
+			t->sched_no = n;
 		}
 	}
 	return 0;

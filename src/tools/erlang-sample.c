@@ -197,7 +197,7 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	struct xb_unwind uw;
 	xb_unwind_sample(&c->uw, s, &uw);
 	struct xb_estack *es = &c->tmp_es;
-	xb_erlang_stack(&c->es, s, &uw, t->sched_no, es);
+	xb_erlang_stack(&c->es, s, &uw, t->kind, t->sched_no, es);
 
 	if (uw.stop == XB_UW_TRUNCATED) {
 		c->dropped_truncated++;
@@ -374,7 +374,7 @@ static void print_pstack(struct ctx *c, FILE *f)
 					pe->jit_here->name);
 			for (unsigned j = 0; j < es->n; j++, k++)
 				fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k,
-					(unsigned long long)es->frames[j]->start, es->frames[j]->name);
+					(unsigned long long)es->addrs[j], es->frames[j]->name);
 			if (es->truncated)
 				fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
 		}
