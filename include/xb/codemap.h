@@ -22,6 +22,7 @@ struct xb_code {
 	char *name;
 	uint32_t kind;
 	uint32_t seq; /* registration order, 0 = newest (JIT) */
+	uint32_t user; /* free for the caller (erlang-sample: interned id + 1) */
 };
 
 struct xb_codemap {

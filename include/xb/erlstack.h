@@ -43,6 +43,7 @@ struct xb_estate {
 	unsigned max_depth;
 	struct xb_regroles regs; /* possibly overridden */
 	bool check_current;      /* verify scheduler current_process == c_p */
+	bool want_identity;      /* read the registered name (and always the pid) */
 	uint64_t codemap_refreshes, last_refresh_ns;
 	uint64_t unknown_call_sites;
 	unsigned flags; /* codemap build flags */

@@ -31,7 +31,7 @@ struct xb_thread {
 	char comm[20];
 	int fd;
 	void *ring;
-	size_t ring_size;
+	size_t ring_size, data_size;
 	bool dead;
 	uint64_t samples;
 	int sched_no;   /* N of N_scheduler, N_dirty_cpu_sch, N_dirty_io_sche; else 0 */
@@ -44,6 +44,7 @@ struct xb_sampler_opts {
 	uint32_t stack_bytes; /* user stack copy size */
 	bool include_kernel;
 	bool force_software;  /* skip the hardware cycles attempt */
+	unsigned wakeup;      /* samples per wakeup; 0 = drain on a timer (default) */
 };
 
 struct xb_sampler {
@@ -59,6 +60,7 @@ struct xb_sampler {
 	uint8_t *scratch; /* record reassembly */
 	size_t scratch_size;
 	size_t page_size;
+	int epfd;
 };
 
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o);

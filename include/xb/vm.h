@@ -53,6 +53,8 @@ struct xb_vm {
 	int num_code_ix, pid_num_bits, pid_ser_bits;
 	struct xb_vm_syms sym;
 	struct xb_atom_cache atoms;
+	uint64_t sched_base, sched_count; /* cached scheduler data array */
+	uint64_t alive_checked_ns;
 };
 
 /* Attach (read-only).  On error, xb_err() holds a one-line message that

@@ -109,6 +109,8 @@ static void identify(struct xb_estate *st, const struct proc *p, struct xb_estac
 	out->pid_term = p->id;
 	xb_format_pid(p->id, vm->pid_num_bits, vm->pid_ser_bits, out->pid, sizeof(out->pid));
 	out->regname[0] = 0;
+	if (!st->want_identity)
+		return;
 	uint64_t name;
 	if (p->reg && xb_read_u64(&vm->mem, p->reg + (uint64_t)xb_off(vm, XB_F_REGPROC_NAME), &name) == 0) {
 		const char *a = xb_vm_atom(vm, name);
@@ -285,13 +287,26 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->why = "c_p register not recovered";
 		return;
 	}
+	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
+	/* Fast path: in JIT code E is rsp, so the sample's stack copy holds
+	 * the top of the Erlang stack.  When it holds all of it (down to
+	 * beam_normal_exit) the stack is exact and needs no live read; the
+	 * process is only read when its identity is wanted. */
+	if (in_jit && !st->want_identity && here && here->kind == XB_CODE_FUNCTION) {
+		push(st, out, here, pc);
+		if (walk_copy_only(st, s, s->regs[st->regs.E], out)) {
+			out->c_p = c_p;
+			out->status = XB_ES_OK;
+			return;
+		}
+		out->n = 0;
+	}
 	struct proc p;
 	if (read_proc(vm, c_p, &p) < 0) {
 		out->status = XB_ES_BAD;
 		out->why = "c_p is not a process";
 		return;
 	}
-	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
 	if (in_jit) {
 		E = s->regs[st->regs.E]; /* in JIT code E is rsp: the copy starts there */
 	} else if (st->cm->frame_layout != 0) {

@@ -28,6 +28,7 @@ int xb_codemap_add(struct xb_codemap *cm, uint64_t start, uint64_t end, const ch
 	c->start = start;
 	c->end = end;
 	c->seq = seq;
+	c->user = 0;
 	/* "M:F/A" is a function; "M::codeHeader", "global::FRAGMENT" are not. */
 	c->kind = strstr(c->name, "::") || !strchr(c->name, '/') ? XB_CODE_OTHER : XB_CODE_FUNCTION;
 	cm->n++;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PROG "erlang-sample"
@@ -51,6 +52,8 @@ struct opts {
 	const char *output;
 	int force_cp, force_E, force_I;
 	bool check;
+	unsigned wakeup;
+	unsigned drain_ms;
 };
 
 /* Kernel symbols for --include-kernel (/proc/kallsyms). */
@@ -128,6 +131,10 @@ struct ctx {
 	} *ps;
 	size_t nps;
 	struct xb_estack tmp_es;
+	struct {
+		uint64_t key;
+		uint32_t id;
+	} pccache[4096];
 };
 
 static void native_name(struct ctx *c, uint64_t pc, bool exact, char *name, size_t nlen,
@@ -170,15 +177,27 @@ static uint32_t build_ids(struct ctx *c, const struct xb_sample *s, const struct
 		for (unsigned k = 0; k < s->nkips && n < max; k++)
 			ids[n++] = xb_profile_intern(&c->prof, ksym_name(s->kips[k]), "[kernel]", XB_FK_KERNEL);
 	for (unsigned k = 0; k < uw->n && n < max; k++) {
-		native_name(c, uw->pcs[k], uw->activation[k], name, sizeof(name), tag, sizeof(tag));
-		ids[n++] = xb_profile_intern(&c->prof, name, tag, XB_FK_NATIVE);
+		/* Direct-mapped cache pc -> frame id: symbol lookup and
+		 * interning cost more than the rest of a sample. */
+		uint64_t key = uw->pcs[k] * 2 + uw->activation[k];
+		size_t h = (size_t)(key * 0x9E3779B97F4A7C15ull >> 52);
+		if (c->pccache[h].key != key) {
+			native_name(c, uw->pcs[k], uw->activation[k], name, sizeof(name), tag, sizeof(tag));
+			c->pccache[h].key = key;
+			c->pccache[h].id = xb_profile_intern(&c->prof, name, tag, XB_FK_NATIVE);
+		}
+		ids[n++] = c->pccache[h].id;
 	}
 	const struct xb_code *here = jit_here_other(c, uw);
 	if (here)
 		ids[n++] = xb_profile_intern(&c->prof, here->name, "[JIT]", XB_FK_JIT);
 	*nnative = n;
-	for (unsigned k = 0; k < es->n && n < max; k++)
-		ids[n++] = xb_profile_intern(&c->prof, es->frames[k]->name, "[Erlang]", XB_FK_ERLANG);
+	for (unsigned k = 0; k < es->n && n < max; k++) {
+		struct xb_code *code = (struct xb_code *)es->frames[k];
+		if (!code->user)
+			code->user = xb_profile_intern(&c->prof, code->name, "[Erlang]", XB_FK_ERLANG) + 1;
+		ids[n++] = code->user - 1;
+	}
 	return n;
 }
 
@@ -284,6 +303,9 @@ static void usage(FILE *f)
 "      --user-stack BYTES   user stack copied per sample (default 16384, max 65528)\n"
 "      --include-kernel     also sample kernel frames\n"
 "      --software-event     use cpu-clock even where a hardware PMU exists\n"
+"      --wakeup N           be woken every N samples of a thread to read them;\n"
+"                           0 (default) reads all buffers every 2 ms instead,\n"
+"                           which disturbs the VM less (see bench/)\n"
 "\n"
 "Output:\n"
 "  -t, --top N              rows to print (default 40)\n"
@@ -307,6 +329,15 @@ static void usage(FILE *f)
 "                           alone, '-v' prints the version\n"
 "  -h, --help               this help\n"
 "      --version            print the version\n");
+}
+
+/* This process's user+system CPU time. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static double now_s(void)
@@ -384,10 +415,10 @@ static void print_pstack(struct ctx *c, FILE *f)
 int main(int argc, char **argv)
 {
 	struct opts o = { .freq = 997, .top = 40, .max_depth = 128, .user_stack = 16384,
-			  .pstack_wait = 1.0, .max_skid_ms = 10, .format = "table",
+			  .pstack_wait = 1.0, .max_skid_ms = 10, .drain_ms = 2, .format = "table",
 			  .force_cp = -1, .force_E = -1, .force_I = -1 };
 	enum { O_PERIOD = 256, O_STACK, O_DEPTH, O_ONLY_ERL, O_KERNEL, O_SKID, O_MAXSKID, O_FORMAT,
-	       O_PSTACK, O_PWAIT, O_IDLE, O_BLAME, O_FCP, O_FE, O_FI, O_VERSION, O_SOFT, O_CHECK };
+	       O_PSTACK, O_PWAIT, O_IDLE, O_BLAME, O_FCP, O_FE, O_FI, O_VERSION, O_SOFT, O_CHECK, O_WAKEUP };
 	static const struct option lopts[] = {
 		{ "duration", 1, 0, 'd' },   { "frequency", 1, 0, 'F' },    { "period", 1, 0, O_PERIOD },
 		{ "top", 1, 0, 't' },        { "max-callchain-depth", 1, 0, O_DEPTH },
@@ -398,6 +429,7 @@ int main(int argc, char **argv)
 		{ "idle-scheduler-stacks", 0, 0, O_IDLE }, { "blame", 1, 0, O_BLAME },
 		{ "force-c_p-register", 1, 0, O_FCP }, { "force-E-register", 1, 0, O_FE },
 		{ "force-I-register", 1, 0, O_FI }, { "software-event", 0, 0, O_SOFT },
+		{ "wakeup", 1, 0, O_WAKEUP },
 		{ "verbose", 0, 0, 'v' },    { "help", 0, 0, 'h' },         { "version", 0, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
 	};
@@ -489,6 +521,13 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_SOFT: o.software = true; break;
+		case O_WAKEUP:
+			o.wakeup = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o.wakeup > 64) {
+				fprintf(stderr, PROG ": --wakeup wants 0..64 samples\n");
+				return 2;
+			}
+			break;
 		case 'v': xb_verbose++; break;
 		case 'h': usage(stdout); return 0;
 		case O_VERSION: printf(PROG " %s\n", XB_VERSION); return 0;
@@ -538,6 +577,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	xb_estate_init(&c.es, &vm, &c.cm, o.max_depth);
+	c.es.want_identity = o.pstack;
 	if (o.force_cp >= 0) c.es.regs.c_p = o.force_cp;
 	if (o.force_E >= 0) c.es.regs.E = o.force_E;
 	if (o.force_I >= 0) c.es.regs.I = o.force_I;
@@ -551,7 +591,8 @@ int main(int argc, char **argv)
 
 	struct xb_sampler smp;
 	struct xb_sampler_opts so = { .freq = o.freq, .period = o.period, .stack_bytes = o.user_stack,
-				      .include_kernel = o.include_kernel, .force_software = o.software };
+				      .include_kernel = o.include_kernel, .force_software = o.software,
+				      .wakeup = o.wakeup };
 	if (xb_sampler_open(&smp, pid, &so) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		return 1;
@@ -569,6 +610,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 
 	double start = now_s();
+	double cpu0 = cpu_s();
 	double limit = o.pstack ? o.pstack_wait : o.duration;
 	bool vm_exited = false;
 	for (;;) {
@@ -581,7 +623,7 @@ int main(int argc, char **argv)
 			}
 		}
 		bool gone = false;
-		if (xb_sampler_poll(&smp, 50, on_sample, &c, &gone) < 0) {
+		if (xb_sampler_poll(&smp, o.wakeup ? 50 : (int)o.drain_ms, on_sample, &c, &gone) < 0) {
 			fprintf(stderr, PROG ": %s\n", xb_err());
 			break;
 		}
@@ -613,6 +655,7 @@ int main(int argc, char **argv)
 		}
 	}
 	double elapsed = now_s() - start;
+	double cpu_sampling = cpu_s() - cpu0;
 
 	/* ---- report ---- */
 	if (o.pstack) {
@@ -647,6 +690,10 @@ int main(int argc, char **argv)
 			(unsigned long long)xb_percentile(c.skid_us, n, 100), n, o.max_skid_ms,
 			(unsigned long long)(c.dropped_skid + c.dropped_stale));
 	}
+	if (xb_verbose)
+		fprintf(stderr, PROG ": cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
+			"processed sample\n", cpu0, cpu_sampling,
+			c.processed ? 1e6 * cpu_sampling / (double)c.processed : 0.0);
 	if (xb_verbose)
 		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "

@@ -112,9 +112,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (xb_verbose)
-		fprintf(stderr, "erlang-write-perf-map: PID %d: OTP %s (erts %s), %s, debug info: %s\n",
+		fprintf(stderr, "erlang-write-perf-map: PID %d: OTP %s (erts %s), %s, debug info: %s; "
+			"module table at 0x%llx (found via %s)\n",
 			pid, vm.otp[0] ? vm.otp : "?", vm.erts, xb_flavor_name(vm.flavor),
-			xb_debug_name(vm.debug));
+			xb_debug_name(vm.debug), (unsigned long long)vm.sym.ranges,
+			vm.sym.ranges_how ? vm.sym.ranges_how : "-");
 	char defpath[64];
 	if (!out) {
 		snprintf(defpath, sizeof(defpath), "/tmp/perf-%d.map", pid);
