@@ -191,6 +191,12 @@ static uint32_t build_ids(struct ctx *c, const struct xb_sample *s, const struct
 	const struct xb_code *here = jit_here_other(c, uw);
 	if (here)
 		ids[n++] = xb_profile_intern(&c->prof, here->name, "[JIT]", XB_FK_JIT);
+	else if (uw->stop == XB_UW_REACHED_ERLANG && es->status != XB_ES_OK &&
+		 c->vm->flavor == XB_FLAVOR_EMU) {
+		/* The interpreter loop with no process on it (scheduling). */
+		native_name(c, uw->erlang_pc, uw->erlang_pc_exact, name, sizeof(name), tag, sizeof(tag));
+		ids[n++] = xb_profile_intern(&c->prof, name, tag, XB_FK_NATIVE);
+	}
 	*nnative = n;
 	for (unsigned k = 0; k < es->n && n < max; k++) {
 		struct xb_code *code = (struct xb_code *)es->frames[k];

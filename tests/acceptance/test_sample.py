@@ -1,0 +1,279 @@
+"""erlang-sample acceptance tests (issue 3), against real VMs.
+
+Every test also checks that each Erlang frame printed names a function
+loaded in the VM (no garbage frames).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool,
+                    tool_path, wait_for)
+
+TOOL = "erlang-sample"
+ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
+
+
+def parse_table(text):
+    """(processed, received, rows[(count, name, pct, tag)]) of the default
+    and --blame outputs."""
+    lines = text.splitlines()
+    check(lines, "no output")
+    m = re.match(r"^processed (\d+)/(\d+) samples \((\d+\.\d)%\)$", lines[0])
+    check(m, "first line is not 'processed X/Y samples (Z%)'", text[:500])
+    rows = []
+    for line in lines[1:]:
+        r = ROW.match(line)
+        if r:
+            rows.append((int(r.group(1)), r.group(2), float(r.group(3)), r.group(4)))
+    return int(m.group(1)), int(m.group(2)), rows
+
+
+def loaded_functions(vm):
+    text = vm.eval_raw("xb_inspect:functions()").decode("utf-8")
+    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line}
+
+
+def check_no_garbage(vm, names, what):
+    """Every Erlang frame we printed resolves to a function loaded in the VM."""
+    names = set(names)
+    if not names:
+        return
+    loaded = loaded_functions(vm)
+    bad = sorted(n for n in names if n not in loaded)
+    check(not bad, "%s printed Erlang frames that name no loaded function: %s" % (what, bad[:10]))
+    log("%s: %d distinct Erlang frames, all loaded functions" % (what, len(names)))
+
+
+def sample(vm, *args, timeout=60):
+    r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout)
+    check(r.rc == 0 and not r.timed_out, "erlang-sample %s failed (exit %s)" % (" ".join(args), r.rc),
+          r.describe())
+    return r
+
+
+def erlang_rows(rows):
+    return [r for r in rows if r[3] == "[Erlang]"]
+
+
+@per_vm()
+def test_known_split(target):
+    """75/25 wall-clock split between hot_a/1 and hot_b/1 within +-5 points;
+    >= 95% of samples processed."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(1.0)
+        r = sample(vm, "-d", "6", "-t", "100")
+        processed, received, rows = parse_table(r.out)
+        counts = {name: n for n, name, _, tag in rows if tag == "[Erlang]"}
+        a = counts.get("xb_split:hot_a/1", 0)
+        b = counts.get("xb_split:hot_b/1", 0)
+        log("processed %d/%d; hot_a %d, hot_b %d" % (processed, received, a, b))
+        check(received > 1000, "too few samples received: %d" % received, r.out)
+        check(processed >= 0.95 * received, "only %d of %d samples processed (< 95%%)"
+              % (processed, received), r.out + r.err)
+        check(a + b > 0.5 * processed, "hot_a/hot_b are not the bulk of the samples", r.out)
+        share_a = 100.0 * a / (a + b)
+        check(abs(share_a - 75) <= 5 and abs((100 - share_a) - 25) <= 5,
+              "hot_a/1 share %.1f%%, hot_b/1 %.1f%% (truth 75/25, +-5)" % (share_a, 100 - share_a),
+              r.out)
+        log("share hot_a %.1f%% hot_b %.1f%%" % (share_a, 100 - share_a))
+        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "default mode")
+
+
+@per_vm()
+def test_folded_and_only_erlang(target):
+    """--format folded: root-to-leaf stacks whose counts add up to the
+    processed samples; --only-erlang counts Erlang frames only."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(0.5)
+        out = os.path.join(vm.workdir if hasattr(vm, "workdir") else "/tmp",
+                           "folded-%d.txt" % vm.pid)
+        r = sample(vm, "-d", "3", "--format", "folded", "-o", out, "-v")
+        with open(out) as f:
+            lines = [l.rstrip("\n") for l in f if l.strip()]
+        os.unlink(out)
+        total = 0
+        names = set()
+        for l in lines:
+            m = re.match(r"^(.+) (\d+)$", l)
+            check(m, "not a folded line: %r" % l)
+            total += int(m.group(2))
+            frames = m.group(1).split(";")
+            names.update(f for f in frames if re.match(r"^[^\[]+:.+/\d+$", f) and "::" not in f)
+        pm = re.search(r"processed (\d+)", r.err)
+        check(pm and int(pm.group(1)) == total,
+              "folded counts add to %d, erlang-sample processed %s" % (total, pm and pm.group(1)),
+              r.err)
+        check(any(l.split(" ")[0].endswith("xb_split:hot_a/1") or
+                  ";xb_split:hot_a/1;" in l for l in lines), "no stack through hot_a/1", "\n".join(lines[:20]))
+        # Root to leaf: phase/1 (the caller) comes before hot_a/1.
+        check(any(re.search(r"xb_split:phase/1;xb_split:hot_a/1", l) for l in lines) or
+              any(re.search(r"xb_split:[a-z_]+/\d;xb_split:hot_a/1", l) for l in lines),
+              "hot_a/1 never appears below its caller (root-to-leaf order)", "\n".join(lines[:20]))
+        check_no_garbage(vm, names, "folded output")
+        r2 = sample(vm, "-d", "2", "--only-erlang")
+        _, _, rows = parse_table(r2.out)
+        check(rows and all(t == "[Erlang]" for _, _, _, t in rows),
+              "--only-erlang printed non-Erlang rows", r2.out)
+
+
+@per_vm()
+def test_deep_pstack(target):
+    """--pstack prints a->b->c->d->leaf in order with pid and registered
+    name, in under 3 s."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        pid = vm.eval("pid_to_list(whereis(xb_deep))").strip().strip('"')
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        r = sample(vm, "--pstack", timeout=20)
+        took = time.monotonic() - t0
+        check(took < 3.0, "--pstack took %.2f s (limit 3 s)" % took, r.out)
+        blocks = re.split(r"(?m)^(?=scheduler )", r.out)
+        mine = [b for b in blocks if b.startswith("scheduler ") and "xb_deep" in b.splitlines()[0]]
+        check(mine, "no scheduler shows the xb_deep process", r.out)
+        head = mine[0].splitlines()[0]
+        check(pid in head, "pid %s not on the scheduler line %r" % (pid, head), r.out)
+        frames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", mine[0], re.M)
+        want = ["xb_deep:leaf/1", "xb_deep:d/1", "xb_deep:c/1", "xb_deep:b/1", "xb_deep:a/1"]
+        check(frames[:5] == want, "Erlang frames %s, expected %s first" % (frames, want), r.out)
+        log("pstack in %.2f s: %s" % (took, " <- ".join(frames)))
+        allnames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r.out, re.M)
+        check_no_garbage(vm, allnames, "--pstack")
+
+
+@per_vm()
+def test_blame_copy_struct(target):
+    """--blame copy_struct (the name from the original docs; OTP 25 has
+    copy_struct_x) puts the sending function first."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_copy:start()")
+        time.sleep(0.5)
+        r = sample(vm, "-d", "4", "--blame", "copy_struct")
+        processed, received, rows = parse_table(r.out)
+        check(rows, "no rows for --blame copy_struct", r.out + r.err)
+        check(rows[0][1] == "xb_copy:send_loop/2",
+              "first row is %r, expected xb_copy:send_loop/2" % (rows[0][1],), r.out)
+        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "--blame copy_struct")
+
+
+@per_vm()
+def test_blame_gc(target):
+    """--blame erts_garbage_collect puts the allocating process's function
+    first (OTP 25 collects in erts_garbage_collect_nobump)."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        time.sleep(0.5)
+        r = sample(vm, "-d", "4", "--blame", "erts_garbage_collect")
+        processed, received, rows = parse_table(r.out)
+        check(rows, "no rows for --blame erts_garbage_collect", r.out + r.err)
+        check(rows[0][1].startswith("xb_gc:"),
+              "first row is %r, expected a function of xb_gc" % (rows[0][1],), r.out)
+        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "--blame erts_garbage_collect")
+
+
+@per_vm()
+def test_idle_pstack(target):
+    """On an idle VM --pstack reports every scheduler idle and exits 0
+    promptly; --idle-scheduler-stacks shows where they wait."""
+    with VM(target, schedulers=2) as vm:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        r = sample(vm, "--pstack", timeout=20)
+        took = time.monotonic() - t0
+        check(took < 4.0, "--pstack on an idle VM took %.1f s" % took)
+        idle = re.findall(r"^scheduler (\d+) \(tid \d+\): idle$", r.out, re.M)
+        check(sorted(idle) == ["1", "2"], "expected schedulers 1 and 2 idle", r.out)
+        r2 = sample(vm, "--pstack", "--idle-scheduler-stacks", timeout=20)
+        blocks = [b for b in re.split(r"(?m)^(?=scheduler )", r2.out) if b.startswith("scheduler")]
+        check(blocks and all(re.search(r"^\s+#0\s+0x[0-9a-f]+ \S+", b, re.M) for b in blocks),
+              "an idle scheduler has no waiting stack", r2.out)
+        check(any("erts_schedule" in b for b in blocks),
+              "no idle stack passes through erts_schedule", r2.out)
+
+
+@per_vm()
+def test_vm_killed_midrun(target):
+    """The VM dies while we sample: print what was gathered, say so, exit 0."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(0.5)
+        p = spawn_tool(TOOL, "-d", "60", str(vm.pid))
+        time.sleep(2.0)
+        vm.kill()
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            check(False, "erlang-sample did not stop within 10 s of the VM's death")
+        out, err = out.decode(), err.decode()
+        check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
+        processed, received, rows = parse_table(out)
+        check(processed > 100 and rows, "nothing gathered before the VM died", out)
+        check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)
+
+
+@per_vm()
+def test_skid_summary(target):
+    """--skid-summary: p50/p90/p99/max in microseconds and the stale count."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_copy:start()")
+        time.sleep(0.5)
+        r = sample(vm, "-d", "2", "--skid-summary")
+        m = re.search(r"skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
+                      r"max (\d+)  \((\d+) samples\); discarded as too stale \(> [0-9.]+ ms\): (\d+)",
+                      r.out)
+        check(m, "no skid summary line", r.out)
+        p50, p90, p99, mx, n = (int(m.group(i)) for i in range(1, 6))
+        check(n > 0 and p50 <= p90 <= p99 <= mx, "percentiles out of order", r.out)
+
+
+def test_bad_input():
+    """No such PID, not a BEAM, non-numeric, no arguments: one line, non-zero."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        pid = 4194000
+        while os.path.exists("/proc/%d" % pid):
+            pid -= 1
+        cases = [("no such PID", [str(pid)], "no such process"),
+                 ("not a BEAM", [str(sleeper.pid)], "not a BEAM"),
+                 ("non-numeric", ["abc"], "not a PID"),
+                 ("no arguments", [], "missing PID"),
+                 ("bad option value", ["-F", "zero", "1"], "frequency")]
+        for what, args, needle in cases:
+            r = run_tool(TOOL, *args, timeout=20)
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc not in (0, None) and r.rc > 0, "%s: exit %s" % (what, r.rc), r.describe())
+            check(len(lines) == 1, "%s: expected one line on stderr" % what, r.describe())
+            check(needle in lines[0], "%s: message lacks %r" % (what, needle), r.describe())
+            check(not re.search(r"Assertion|Sanitizer|runtime error", r.err), "%s: crash" % what,
+                  r.describe())
+    finally:
+        sleeper.kill()
+
+
+@per_vm(only=["stock"])
+def test_unprivileged(target):
+    """Run as an unprivileged user against root's VM: one line naming the
+    capabilities needed, non-zero exit."""
+    tool = tool_path(TOOL)
+    if subprocess.run(["sh", "-c", "command -v setpriv"], stdout=subprocess.DEVNULL).returncode:
+        skip("setpriv (util-linux) not installed")
+    # nobody must be able to reach the binary
+    r0 = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                  tool, "--version"], timeout=10)
+    if r0.rc != 0:
+        skip("the build directory is not accessible to user nobody: %s" % r0.err.strip())
+    with VM(target, schedulers=1) as vm:
+        r = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                     tool, "-d", "1", str(vm.pid)], timeout=20)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc > 0, "exit %s as nobody" % r.rc, r.describe())
+        check(len(lines) == 1, "expected one line", r.describe())
+        check("CAP_PERFMON" in lines[0] and ("perf_event_paranoid" in lines[0]) and
+              "CAP_SYS_PTRACE" in lines[0], "message does not name the capabilities", r.describe())
