@@ -63,7 +63,10 @@ DEBIAN_MATCH_OPTS=(
 # Slimming: applications we never need.
 SLIM_OPTS=(--without-wx --without-javac --without-odbc --without-jinterface --without-ssl)
 # Applications kept in full (OTP 27/29) builds; every other lib/* gets --without-APP.
-KEEP_APPS=(kernel stdlib sasl compiler parsetools runtime_tools)
+# kernel, stdlib, sasl, compiler and erl_interface are mandatory (configure refuses
+# --without-them); parsetools (yecc) is needed to build stdlib; runtime_tools is
+# cheap and useful for tests.
+KEEP_APPS=(kernel stdlib sasl compiler erl_interface parsetools runtime_tools)
 
 # Build dependencies (Debian package names).
 BUILD_DEPS=(build-essential dpkg-dev autoconf perl libncurses-dev zlib1g-dev
@@ -104,8 +107,12 @@ run() {
         exit 1
     fi
 }
-# new_log LOGNAME: start a fresh log file for one step.
-new_log() { : >"$LOGS/$1.log"; }
+# new_log LOGNAME: start a fresh log file for one step (keeping the previous
+# one as LOGNAME.prev.log).
+new_log() {
+    if [[ -s $LOGS/$1.log ]]; then mv -f "$LOGS/$1.log" "$LOGS/$1.prev.log"; fi
+    : >"$LOGS/$1.log"
+}
 
 fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
@@ -188,16 +195,31 @@ apt_deb_uris() {
     done
 }
 
+# URIs, with apt's mirror+file:PATH indirection expanded to the mirrors listed
+# in PATH (as on Debian cloud images).
+apt_deb_uris_expanded() {
+    local u f
+    while read -r u; do
+        case $u in
+            mirror+file:*)
+                f=${u#mirror+file:}
+                f=/${f#"${f%%[!/]*}"}
+                if [[ -r $f ]]; then awk '$1 !~ /^#/ && NF { print $1 }' "$f"; fi ;;
+            *) printf '%s\n' "$u" ;;
+        esac
+    done < <(apt_deb_uris)
+}
+
 DEBIAN_URI='' SECURITY_URI=''
 derive_mirrors() {
     local u v
     while read -r u; do
         v=${u%/}
         case $v in
-            *://*/debian-security) [[ -n $SECURITY_URI ]] || SECURITY_URI=$v ;;
-            *://*/debian)          [[ -n $DEBIAN_URI ]] || DEBIAN_URI=$v ;;
+            *://*/debian-security) if [[ -z $SECURITY_URI ]]; then SECURITY_URI=$v; fi ;;
+            *://*/debian)          if [[ -z $DEBIAN_URI ]]; then DEBIAN_URI=$v; fi ;;
         esac
-    done < <(apt_deb_uris)
+    done < <(apt_deb_uris_expanded)
     [[ -n $DEBIAN_URI ]] ||
         die "no Debian archive URI (ending in /debian) found in the apt configuration (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list)"
     if [[ -z $SECURITY_URI ]]; then
@@ -394,17 +416,25 @@ write_info() {
     mv "$dir/info.tmp" "$dir/info"
 }
 
-# Point an installed Erlang root at its new location: literal ROOTDIR=
-# assignments in the bin/erl and bin/start scripts, and RELEASES.
+# Point an installed Erlang root at its new location: the root path is baked
+# into the bin/erl and bin/start scripts (Debian: ROOTDIR=/usr/lib/erlang; OTP 27:
+# ROOTDIR="PREFIX/lib/erlang"; OTP 29: ROOTDIR=$(find_rootdir "$0" "PREFIX/lib/erlang"))
+# and into releases/RELEASES.
+# fix_rootdir NEW_ROOT OLD_ROOT
 fix_rootdir() {
-    local root=$1 old=$2 f
+    local root=$1 old=$2 f old_re root_rep
+    old_re=$(printf '%s' "$old" | sed 's/[][\\.*^$+?(){}|#]/\\&/g')
+    root_rep=$(printf '%s' "$root" | sed 's/[\\&#]/\\&/g')
     for f in "$root"/bin/erl "$root"/bin/start "$root"/erts-*/bin/erl "$root"/erts-*/bin/start; do
         [[ -f $f && ! -L $f ]] || continue
-        sed -i -E "s#^([[:space:]]*)ROOTDIR=\"?/[^\"]*\"?[[:space:]]*\$#\\1ROOTDIR=\"$root\"#" "$f"
-        grep -q "ROOTDIR=\"$root\"" "$f" || die "could not set ROOTDIR in $f"
+        # the old root as a whole word: followed by a quote, blank or end of line
+        sed -i -E "s#${old_re}(\"|[[:space:]]|\$)#${root_rep}\\1#g" "$f"
+        if grep -qE "${old_re}(\"|[[:space:]]|\$)" "$f" || ! grep -qF "$root" "$f"; then
+            die "could not repoint the root directory in $f from $old to $root"
+        fi
     done
     if [[ -f $root/releases/RELEASES ]]; then
-        sed -i "s#\"$old/#\"$root/#g" "$root/releases/RELEASES"
+        sed -i -E "s#\"${old_re}/#\"${root_rep}/#g" "$root/releases/RELEASES"
     fi
 }
 
@@ -574,6 +604,8 @@ make_stripped() {   # BASE-NAME
         "root=$root" \
         "source=$(info_get "$sdir" source)" \
         "stripped_from=$base" \
+        "stripped_from_built=$(info_get "$sdir" built)" \
+        "process_size=$(info_get "$sdir" process_size)" \
         "dynsym_count=$(readelf --dyn-syms -W "$beam" | awk '$1 ~ /^[0-9]+:$/ { n++ } END { print n + 0 }')" \
         "built=$(ts)"
     stage_end
@@ -600,22 +632,45 @@ case $MODE in
     *) usage ;;
 esac
 
-vm_done() { [[ -f $VMS/$1/info && -x $(info_get "$VMS/$1" erl) && -f $(info_get "$VMS/$1" beam) ]]; }
+# A VM is done when its info file exists (and names an existing erl and beam).
+# A stripped copy is also out of date when its base VM was rebuilt since.
+vm_done() {
+    local d=$VMS/$1 base
+    [[ -f $d/info && -x $(info_get "$d" erl) && -f $(info_get "$d" beam) ]] || return 1
+    if [[ $1 == *-stripped ]]; then
+        base=$VMS/${1%-stripped}
+        [[ -f $base/info && $(info_get "$base" built) == "$(info_get "$d" stripped_from_built)" ]] || return 1
+    fi
+    return 0
+}
+
+missing_vms() {
+    local vm
+    todo=()
+    for vm in "${WANT[@]}"; do
+        if ! vm_done "$vm"; then todo+=("$vm"); fi
+    done
+}
+
+# Fast path (no lock, no writes, works for non-root users): everything built.
+missing_vms
+if [[ ${#todo[@]} == 0 ]]; then
+    log "all ${#WANT[@]} $MODE VMs present in $VMS: ${WANT[*]}"
+    exit 0
+fi
+[[ $(id -u) == 0 ]] || die "building needs root (apt-get, $SOURCES_FILE); missing VMs: ${todo[*]}"
 
 mkdir -p "$SRC" "$VMS" "$LOGS"
 exec 9>"$CACHE/.lock"
 if ! flock -n 9; then
     log "another build-vms.sh holds $CACHE/.lock; waiting"
     flock 9
+    missing_vms
+    if [[ ${#todo[@]} == 0 ]]; then
+        log "all ${#WANT[@]} $MODE VMs present in $VMS: ${WANT[*]}"
+        exit 0
+    fi
 fi
-
-todo=()
-for vm in "${WANT[@]}"; do vm_done "$vm" || todo+=("$vm"); done
-if [[ ${#todo[@]} == 0 ]]; then
-    log "all ${#WANT[@]} $MODE VMs present in $VMS: ${WANT[*]}"
-    exit 0
-fi
-[[ $(id -u) == 0 ]] || die "building needs root (apt-get, $SOURCES_FILE); missing VMs: ${todo[*]}"
 log "building ${#todo[@]} VM(s) into $VMS: ${todo[*]}"
 T0=$SECONDS
 
@@ -624,7 +679,7 @@ ensure_build_deps
 stage_end
 
 for vm in "${todo[@]}"; do
-    vm_done "$vm" && continue   # built as a dependency of an earlier entry
+    if vm_done "$vm"; then continue; fi   # built as a dependency of an earlier entry
     case $vm in
         otp25-emu-dwarf) build_otp25_vm emu ;;
         otp25-jit-dwarf) build_otp25_vm jit ;;

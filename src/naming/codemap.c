@@ -164,6 +164,8 @@ int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const ui
 			if (!get(buf, len, p + off[XB_F_LINEINFO_FILE_LENGTH], &fl, 2))
 				return xb_fail("truncated line record");
 			p += off[XB_F_LINEINFO_SIZE] + fl;
+			if ((uint64_t)p > len)
+				return xb_fail("truncated line record");
 		}
 		uint64_t start = base + s, end = base + e;
 		if (e < s)

@@ -23,6 +23,9 @@
 int xb_perfmap_write_file(const struct xb_codemap *cm, const char *path)
 {
 	char dbuf[PATH_MAX], bbuf[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen == 0 || path[plen - 1] == '/')
+		return xb_fail("cannot write map to '%s': that names a directory; pass -o FILE", path);
 	snprintf(dbuf, sizeof(dbuf), "%s", path);
 	snprintf(bbuf, sizeof(bbuf), "%s", path);
 	const char *dir = dirname(dbuf), *base = basename(bbuf);

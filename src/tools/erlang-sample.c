@@ -441,6 +441,7 @@ int main(int argc, char **argv)
 	};
 	int ch;
 	char *end;
+	opterr = 0; /* one line of our own instead of getopt's */
 	while ((ch = getopt_long(argc, argv, "d:F:t:o:vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case 'd':
@@ -538,7 +539,9 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		case O_VERSION: printf(PROG " %s\n", XB_VERSION); return 0;
 		default:
-			fprintf(stderr, PROG ": unknown option; see " PROG " --help\n");
+			fprintf(stderr, PROG ": %s '%s'; see " PROG " --help\n",
+				optopt && strchr("dFto", optopt) ? "option needs a value:" : "unknown option or missing value",
+				argv[optind - 1]);
 			return 2;
 		}
 	}

@@ -75,6 +75,7 @@ int main(int argc, char **argv)
 	unsigned flags = XB_CM_FOLD_PROLOGUE;
 	long interval_ms = 200;
 	int c;
+	opterr = 0; /* one line of our own instead of getopt's */
 	while ((c = getopt_long(argc, argv, "o:wvh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
@@ -91,7 +92,9 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("erlang-write-perf-map %s\n", XB_VERSION); return 0;
 		default:
-			fprintf(stderr, "erlang-write-perf-map: bad option; see --help\n");
+			fprintf(stderr, "erlang-write-perf-map: %s '%s'; see --help\n",
+				optopt && strchr("o", optopt) ? "option needs a value:" : "unknown option",
+				argv[optind - 1]);
 			return 2;
 		}
 	}

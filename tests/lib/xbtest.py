@@ -1,0 +1,760 @@
+"""xbtest - the acceptance-test harness of extrospect-beam (python3 stdlib only).
+
+Tests live in tests/acceptance/test_*.py as module-level functions named
+test_*; tests/run.py finds and runs them (see its --help).  A test passes by
+returning, fails by raising (AssertionError or anything else), and skips by
+raising Skip (xbtest.skip("why")).
+
+Targets
+    A *target* is an Erlang VM to test against: "stock" (Debian's erlang-base,
+    /usr/bin/erl) or a VM built by tests/build-vms.sh under
+    $EXTROSPECT_VM_CACHE/vms/NAME/ (default /var/cache/extrospect-beam).  Its
+    attributes come from the VM's `info` file: name, otp, otp_version, erts,
+    flavor ("jit"|"emu"), debug ("dwarf"|"symtab"|"dynsym"), beam, erl, root.
+
+    @per_vm(flavor=None, debug=None, only=None, exclude=None)
+        run the test once per target of the suite that matches; the test gets
+        the Target as its argument:   def test_x(target): ...
+        flavor/debug: a value or a list of values; only/exclude: lists of
+        target names.  Undecorated tests run once, with no argument.
+    @timeout(SECONDS)
+        this test's time limit (default: run.py --timeout, 120 s).
+
+Starting a VM
+    with VM(target, extra_args=["+JPperf", "map"], schedulers=2) as vm:
+        vm.pid                      OS pid of beam.smp (checked via /proc/PID/exe)
+        vm.eval("lists:seq(1,3)")   -> "[1,2,3]"  (the value printed with ~p)
+        vm.eval_raw("xb_inspect:functions()")  -> bytes (value must be iodata)
+        vm.start_workload("xb_split", 80)  == vm.eval("xb_split:start(80)")
+        vm.kill()                   SIGKILL the VM (process group)
+    The workload modules tests/workloads/*.erl are compiled once per run and
+    target, with that VM's own erlc, and put on the code path (-pa).  The VM is
+    always killed: on leaving the with-block, at exit, and by run.py when a
+    test times out (its process group is recorded in the run directory).
+
+Running our tools
+    r = run_tool("erlang-write-perf-map", "-o", path, str(vm.pid), timeout=30)
+    r.rc, r.out (str), r.err (str), r.elapsed (s), r.lines_err
+    tool_path(name) -> build/NAME ($XB_BUILD_DIR overrides build/)
+
+Other helpers: tmpdir() (a fresh directory for the current test, removed
+afterwards), check(cond, msg, detail=None), wait_for(pred, timeout, step),
+read_info(dir), all_targets(), elf_debug_kind(path), log(msg) (printed
+indented under the test's result line).
+"""
+
+import atexit
+import base64
+import errno
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORKLOADS = os.path.join(ROOT, "tests", "workloads")
+CACHE = os.environ.get("EXTROSPECT_VM_CACHE", "/var/cache/extrospect-beam")
+VMS_DIR = os.path.join(CACHE, "vms")
+STOCK_ERL = "/usr/bin/erl"
+STOCK_ROOT = "/usr/lib/erlang"
+
+DEFAULT_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf"]
+# What `tests/build-vms.sh matrix` builds (plus stock).
+MATRIX_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf", "otp27-jit", "otp29-jit",
+                  "otp25-emu-dwarf-stripped", "otp25-jit-dwarf-stripped",
+                  "otp27-jit-stripped", "otp29-jit-stripped"]
+
+
+class Skip(Exception):
+    """Raised to skip a test (reported as SKIP with the message)."""
+
+
+class TestTimeout(BaseException):
+    """Raised inside a test when its time limit is reached."""
+
+
+def skip(reason):
+    raise Skip(reason)
+
+
+# ---------------------------------------------------------------------------
+# decorators
+
+def per_vm(flavor=None, debug=None, only=None, exclude=None):
+    def deco(fn):
+        fn.xb_per_vm = dict(flavor=flavor, debug=debug, only=only, exclude=exclude)
+        return fn
+    return deco
+
+
+def timeout(seconds):
+    def deco(fn):
+        fn.xb_timeout = seconds
+        return fn
+    return deco
+
+
+def _as_list(v):
+    if v is None:
+        return None
+    return [v] if isinstance(v, str) else list(v)
+
+
+def target_matches(target, spec):
+    fl, dbg = _as_list(spec.get("flavor")), _as_list(spec.get("debug"))
+    only, excl = _as_list(spec.get("only")), _as_list(spec.get("exclude"))
+    if only is not None and target.name not in only:
+        return False
+    if excl is not None and target.name in excl:
+        return False
+    # A target that is not built has unknown attributes: it matches on name
+    # patterns so it can be reported as SKIP (not built).
+    if not target.present:
+        guess = target.guess()
+        if fl is not None and guess.get("flavor") not in fl:
+            return False
+        if dbg is not None and guess.get("debug") not in dbg:
+            return False
+        return True
+    if fl is not None and target.flavor not in fl:
+        return False
+    if dbg is not None and target.debug not in dbg:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# targets
+
+def read_info(d):
+    info = {}
+    with open(os.path.join(d, "info")) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if "=" in line:
+                k, v = line.split("=", 1)
+                info[k] = v
+    return info
+
+
+def elf_sections(path):
+    """Section names and dynamic symbol names of an ELF64 file (little endian)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ValueError("%s: not an ELF64 file" % path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    secs = []
+    for i in range(shnum):
+        secs.append(struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize))
+    strtab = secs[shstrndx]
+    def cstr(off):
+        end = data.index(b"\0", off)
+        return data[off:end].decode("latin-1")
+    names = {}
+    for s in secs:
+        names[cstr(strtab[4] + s[0])] = s
+    dynsyms = set()
+    if ".dynsym" in names and ".dynstr" in names:
+        ds, dstr = names[".dynsym"], names[".dynstr"]
+        for off in range(ds[4], ds[4] + ds[5], 24):
+            nm, = struct.unpack_from("<I", data, off)
+            if nm:
+                dynsyms.add(cstr(dstr[4] + nm))
+    return set(names), dynsyms
+
+
+def elf_debug_kind(path):
+    secs, _ = elf_sections(path)
+    if ".debug_info" in secs:
+        return "dwarf"
+    if ".symtab" in secs:
+        return "symtab"
+    return "dynsym"
+
+
+class Target:
+    def __init__(self, name, info=None, missing=None):
+        self.name = name
+        self.info = info or {}
+        self.missing = missing
+        self.present = missing is None
+        for k in ("otp", "otp_version", "erts", "flavor", "debug", "beam", "erl", "root"):
+            setattr(self, k, self.info.get(k, "?"))
+
+    @property
+    def bindir(self):
+        return os.path.dirname(self.erl)
+
+    @property
+    def erlc(self):
+        for c in (os.path.join(self.bindir, "erlc"), os.path.join(self.root, "bin", "erlc")):
+            if os.access(c, os.X_OK):
+                return c
+        raise RuntimeError("%s: no erlc next to %s" % (self.name, self.erl))
+
+    @property
+    def jit(self):
+        return self.flavor == "jit"
+
+    def guess(self):
+        """Attributes of a target that is not built, from its name."""
+        g = dict(self.info)
+        m = re.match(r"otp(\d+)-(jit|emu)", self.name)
+        if m:
+            g.setdefault("otp", m.group(1))
+            g.setdefault("flavor", m.group(2))
+        if self.name.endswith("-stripped"):
+            g.setdefault("debug", "dynsym")
+        elif self.name.startswith("otp"):
+            g.setdefault("debug", "dwarf")
+        return g
+
+    def __repr__(self):
+        return "Target(%s: OTP %s %s %s)" % (self.name, self.otp_version, self.flavor, self.debug)
+
+
+def stock_target():
+    if not os.access(STOCK_ERL, os.X_OK):
+        return Target("stock", {"flavor": "jit", "debug": "dynsym", "otp": "25"},
+                      missing="Debian's erlang-base is not installed (%s missing)" % STOCK_ERL)
+    erts_dirs = sorted(d for d in os.listdir(STOCK_ROOT) if d.startswith("erts-"))
+    if not erts_dirs:
+        return Target("stock", missing="no erts-* directory in " + STOCK_ROOT)
+    erts = erts_dirs[-1][len("erts-"):]
+    beam = os.path.join(STOCK_ROOT, erts_dirs[-1], "bin", "beam.smp")
+    otp, otp_version = "?", "?"
+    rel = os.path.join(STOCK_ROOT, "releases")
+    for r in sorted(os.listdir(rel)) if os.path.isdir(rel) else []:
+        p = os.path.join(rel, r, "OTP_VERSION")
+        if os.path.exists(p):
+            otp = r
+            with open(p) as f:
+                otp_version = f.read().strip()
+    try:
+        secs, dyn = elf_sections(beam)
+        debug = "dwarf" if ".debug_info" in secs else "symtab" if ".symtab" in secs else "dynsym"
+        flavor = "jit" if "__jit_debug_descriptor" in dyn else "emu"
+    except (OSError, ValueError) as e:
+        return Target("stock", missing="cannot read %s: %s" % (beam, e))
+    return Target("stock", dict(name="stock", otp=otp, otp_version=otp_version, erts=erts,
+                                flavor=flavor, debug=debug, beam=beam, erl=STOCK_ERL,
+                                root=STOCK_ROOT))
+
+
+def load_target(name):
+    if name == "stock":
+        return stock_target()
+    d = os.path.join(VMS_DIR, name)
+    if not os.path.exists(os.path.join(d, "info")):
+        mode = "default" if name in DEFAULT_TARGETS else "matrix"
+        return Target(name, missing="not built: run tests/build-vms.sh %s" % mode)
+    info = read_info(d)
+    if not os.access(info.get("erl", ""), os.X_OK):
+        return Target(name, info, missing="%s: erl %s not executable" % (name, info.get("erl")))
+    return Target(name, info)
+
+
+def all_targets():
+    names = list(MATRIX_TARGETS)
+    if os.path.isdir(VMS_DIR):
+        for n in sorted(os.listdir(VMS_DIR)):
+            if n not in names and os.path.exists(os.path.join(VMS_DIR, n, "info")):
+                names.append(n)
+    return names
+
+
+# ---------------------------------------------------------------------------
+# per-test context (set by run.py in the test's process)
+
+_current = {"tmp": None, "log": []}
+
+
+def tmpdir():
+    if _current["tmp"] is None:
+        _current["tmp"] = tempfile.mkdtemp(prefix="xbtest-")
+    return _current["tmp"]
+
+
+def log(msg):
+    _current["log"].append(str(msg))
+
+
+def run_dir():
+    """Directory shared by all tests of one run.py invocation."""
+    d = os.environ.get("XB_RUN_DIR")
+    if not d:
+        d = tempfile.mkdtemp(prefix="xbrun-")
+        os.environ["XB_RUN_DIR"] = d
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def check(cond, msg, detail=None):
+    if not cond:
+        if detail:
+            raise AssertionError("%s\n%s" % (msg, detail))
+        raise AssertionError(msg)
+
+
+def wait_for(pred, timeout=10.0, step=0.05):
+    """Poll pred() until it returns a true value (returned) or timeout (None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(step)
+
+
+# ---------------------------------------------------------------------------
+# our binaries
+
+def build_dir():
+    return os.environ.get("XB_BUILD_DIR", os.path.join(ROOT, "build"))
+
+
+def tool_path(name):
+    p = os.path.join(build_dir(), name)
+    if not os.access(p, os.X_OK):
+        raise AssertionError("%s not built (run ./build.sh)" % p)
+    return p
+
+
+class Result:
+    def __init__(self, argv, rc, out, err, elapsed, timed_out):
+        self.argv, self.rc, self.elapsed, self.timed_out = argv, rc, elapsed, timed_out
+        self.out_bytes, self.err_bytes = out, err
+        self.out = out.decode("utf-8", "replace")
+        self.err = err.decode("utf-8", "replace")
+
+    @property
+    def lines_err(self):
+        return self.err.splitlines()
+
+    def describe(self):
+        s = "$ %s\nexit %s%s after %.2fs" % (" ".join(self.argv), self.rc,
+                                             " (TIMED OUT)" if self.timed_out else "",
+                                             self.elapsed)
+        if self.err:
+            s += "\nstderr: " + self.err.rstrip()[-2000:]
+        return s
+
+
+def run_cmd(argv, timeout=60, env=None, stdin=subprocess.DEVNULL):
+    """Run argv; kill it (process group) after timeout.  Returns Result."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, start_new_session=True)
+    _track(p)
+    timed_out = False
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _killpg(p.pid)
+        out, err = p.communicate()
+    finally:
+        _untrack(p)
+    return Result(list(argv), p.returncode, out, err, time.monotonic() - t0, timed_out)
+
+
+# Text that means a sanitizer (XB_BUILD_DIR=build-asan) or an assertion fired.
+SANITIZER_TEXT = ("runtime error:", "Sanitizer", "AddressSanitizer", "LeakSanitizer",
+                  "Assertion")
+
+
+def run_tool(name, *args, timeout=60, env=None, sanitizer_ok=False):
+    """Run one of our binaries.  A sanitizer or assertion report on its
+    stderr fails the test right here (unless sanitizer_ok)."""
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    r = run_cmd([tool_path(name)] + [str(a) for a in args], timeout=timeout, env=full_env)
+    if not sanitizer_ok:
+        bad = [l for l in r.lines_err if any(t in l for t in SANITIZER_TEXT)]
+        if bad:
+            raise AssertionError("%s: sanitizer/assertion report: %s\n%s"
+                                 % (name, bad[0][:300], r.describe()))
+    return r
+
+
+def spawn_tool(name, *args, env=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
+    """Start a tool in the background (killed at exit if still running)."""
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    p = subprocess.Popen([tool_path(name)] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                         stdout=stdout, stderr=stderr, env=full_env, start_new_session=True)
+    _track(p)
+    return p
+
+
+_children = set()
+
+
+def _pgid_file(pid):
+    d = os.path.join(run_dir(), "pgids")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, str(pid))
+
+
+def _track(p, what="tool"):
+    """Remember p (started with start_new_session): killed at exit, and by
+    run.py after the test even if this process was killed."""
+    _children.add(p)
+    with open(_pgid_file(p.pid), "w") as f:
+        f.write(what)
+
+
+def _untrack(p):
+    _children.discard(p)
+    try:
+        os.unlink(_pgid_file(p.pid))
+    except OSError:
+        pass
+
+
+def _killpg(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _cleanup_children():
+    for p in list(_children):
+        if p.poll() is None:
+            _killpg(p.pid)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        _untrack(p)
+    for vm in list(_live_vms):
+        vm.kill()
+
+
+atexit.register(_cleanup_children)
+
+
+def kill_registered(run_directory):
+    """Kill every VM process group recorded in run_directory (by run.py)."""
+    d = os.path.join(run_directory, "pgids")
+    if not os.path.isdir(d):
+        return 0
+    n = 0
+    for f in os.listdir(d):
+        try:
+            pgid = int(f)
+        except ValueError:
+            continue
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            n += 1
+        except OSError:
+            pass
+        try:
+            os.unlink(os.path.join(d, f))
+        except OSError:
+            pass
+    return n
+
+
+# ---------------------------------------------------------------------------
+# workloads
+
+def compiled_workloads(target):
+    """Directory with tests/workloads/*.erl compiled by target's erlc (cached per run)."""
+    src = sorted(f for f in os.listdir(WORKLOADS) if f.endswith(".erl"))
+    stamp = "%d" % max(os.stat(os.path.join(WORKLOADS, f)).st_mtime_ns for f in src)
+    out = os.path.join(run_dir(), "ebin", target.name)
+    marker = os.path.join(out, ".stamp")
+    try:
+        with open(marker) as f:
+            if f.read() == stamp:
+                return out
+    except OSError:
+        pass
+    tmp = tempfile.mkdtemp(prefix="ebin-", dir=run_dir())
+    r = run_cmd([target.erlc, "-o", tmp] + [os.path.join(WORKLOADS, f) for f in src],
+                timeout=120)
+    if r.rc != 0:
+        shutil.rmtree(tmp, True)
+        raise RuntimeError("compiling workloads with %s failed:\n%s\n%s"
+                           % (target.erlc, r.out, r.err))
+    with open(os.path.join(tmp, ".stamp"), "w") as f:
+        f.write(stamp)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    shutil.rmtree(out, True)
+    os.rename(tmp, out)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# a VM under test
+
+_live_vms = set()
+
+
+class VMError(Exception):
+    pass
+
+
+class VM:
+    """A running VM of `target`, controlled through xb_ctl (see module doc)."""
+
+    def __init__(self, target, extra_args=(), schedulers=2, start_timeout=30, env=None):
+        if not target.present:
+            raise Skip("%s: %s" % (target.name, target.missing))
+        self.target = target
+        self.extra_args = list(extra_args)
+        if any(a.startswith("+JP") for a in self.extra_args) and not target.jit:
+            raise Skip("%s is an %s VM; %s is JIT-only" % (target.name, target.flavor,
+                                                           " ".join(self.extra_args)))
+        self.schedulers = schedulers
+        self.start_timeout = start_timeout
+        self.env = env
+        self.proc = None
+        self.pid = None
+        self.otp_release = None
+        self.flavor = None
+        self._lines = []
+        self._answers = {}
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._eof = False
+        self._pgfile = None
+        self.stderr_path = None
+
+    # -- lifecycle
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+        return False
+
+    def start(self):
+        ebin = compiled_workloads(self.target)
+        argv = [self.target.erl, "-noshell", "+S", "%d:%d" % (self.schedulers, self.schedulers)]
+        argv += self.extra_args
+        argv += ["-pa", ebin, "-eval", "xb_ctl:start()."]
+        env = dict(os.environ)
+        for k in ("ERL_FLAGS", "ERL_AFLAGS", "ERL_ZFLAGS", "ERL_LIBS", "ERL_ROOTDIR",
+                  "ERL_CRASH_DUMP_SECONDS"):
+            env.pop(k, None)
+        env["ERL_CRASH_DUMP_SECONDS"] = "0"   # no crash dumps when we kill it
+        if self.env:
+            env.update(self.env)
+        self.stderr_path = os.path.join(tmpdir(), "vm-%s-%d.stderr" % (self.target.name, id(self)))
+        errf = open(self.stderr_path, "wb")
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=errf, env=env, cwd=tmpdir(),
+                                         start_new_session=True)
+        finally:
+            errf.close()
+        _live_vms.add(self)
+        self._register_pgid()
+        self._reader = threading.Thread(target=self._read_loop, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + self.start_timeout
+        with self._cond:
+            while "ready" not in self._answers:
+                left = deadline - time.monotonic()
+                if self._eof or left <= 0 or self.proc.poll() is not None:
+                    break
+                self._cond.wait(min(left, 0.2))
+        ready = self._answers.get("ready")
+        if not ready:
+            self.kill()
+            raise VMError("VM %s did not become ready within %ds (%s)\n%s"
+                          % (self.target.name, self.start_timeout,
+                             "exited %s" % self.proc.returncode
+                             if self.proc.returncode is not None else "still running",
+                             self.output_tail()))
+        ospid, self.otp_release, self.flavor = ready
+        self.pid = self.proc.pid
+        if int(ospid) != self.pid:
+            self.kill()
+            raise VMError("VM reports OS pid %s but we started pid %d" % (ospid, self.pid))
+        exe = os.readlink("/proc/%d/exe" % self.pid)
+        if not os.path.basename(exe).startswith("beam"):
+            self.kill()
+            raise VMError("/proc/%d/exe is %s, not a beam" % (self.pid, exe))
+        self.exe = exe
+        return self
+
+    def _register_pgid(self):
+        self._pgfile = _pgid_file(self.proc.pid)
+        with open(self._pgfile, "w") as f:
+            f.write("vm " + self.target.name)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL the VM's whole process group (beam.smp, erl_child_setup, ...)."""
+        if self.proc is None:
+            return
+        _killpg(self.proc.pid)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for s in (self.proc.stdin, self.proc.stdout):
+            try:
+                s.close()
+            except Exception:
+                pass
+        _live_vms.discard(self)
+        if self._pgfile:
+            try:
+                os.unlink(self._pgfile)
+            except OSError:
+                pass
+            self._pgfile = None
+
+    # -- stdout reader
+    def _read_loop(self):
+        f = self.proc.stdout
+        for raw in iter(f.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            with self._cond:
+                if line.startswith("XB-ANSWER "):
+                    parts = line.split(" ", 3)
+                    if len(parts) == 4:
+                        self._answers[parts[1]] = (parts[2], parts[3])
+                elif line.startswith("XB-READY "):
+                    self._answers["ready"] = line.split()[1:4]
+                else:
+                    self._lines.append(line)
+                    del self._lines[:-200]
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def output_tail(self):
+        out = "\n".join(self._lines[-20:])
+        err = ""
+        try:
+            with open(self.stderr_path, "rb") as f:
+                err = f.read()[-3000:].decode("utf-8", "replace")
+        except (OSError, TypeError):
+            pass
+        return "VM stdout tail:\n%s\nVM stderr tail:\n%s" % (out, err)
+
+    # -- evaluation
+    def _request(self, kind, expr, timeout):
+        if not self.alive():
+            raise VMError("VM %s is not running" % self.target.name)
+        with self._cond:
+            self._seq += 1
+            rid = str(self._seq)
+        data = base64.b64encode(expr.encode("utf-8")).decode("ascii")
+        try:
+            self.proc.stdin.write(("%s %s %s\n" % (kind, rid, data)).encode("ascii"))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as e:
+            raise VMError("VM %s: cannot send request: %s" % (self.target.name, e))
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while rid not in self._answers:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise VMError("VM %s: no answer to %r within %ss"
+                                  % (self.target.name, expr[:200], timeout))
+                if self._eof:
+                    raise VMError("VM %s exited while evaluating %r\n%s"
+                                  % (self.target.name, expr[:200], self.output_tail()))
+                self._cond.wait(min(left, 0.2))
+            status, payload = self._answers.pop(rid)
+        body = base64.b64decode(payload)
+        if status != "ok":
+            raise VMError("VM %s: %s raised %s" % (self.target.name, expr[:200],
+                                                  body.decode("utf-8", "replace")))
+        return body
+
+    def eval(self, expr, timeout=30):
+        """Evaluate Erlang expressions in the VM; the value printed with ~p."""
+        return self._request("E", expr, timeout).decode("utf-8")
+
+    def eval_raw(self, expr, timeout=60):
+        """Evaluate; the value must be iodata; returns its bytes."""
+        return self._request("R", expr, timeout)
+
+    def start_workload(self, module, *args):
+        return self.eval("%s:start(%s)" % (module, ", ".join(str(a) for a in args)))
+
+    spawn_workload = start_workload
+
+    def wait_code_quiet(self, quiet=0.5, timeout=20):
+        """Wait until the set of loaded modules stops changing for `quiet` s."""
+        last, since = None, time.monotonic()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            n = self.eval("length(code:all_loaded())")
+            if n != last:
+                last, since = n, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def wait_file_stable(path, quiet=0.5, timeout=20):
+    """Wait until path exists and its size has not changed for `quiet` s."""
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            sz = os.stat(path).st_size
+        except FileNotFoundError:
+            sz = None
+        if sz != last:
+            last, since = sz, time.monotonic()
+        elif sz is not None and time.monotonic() - since >= quiet:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---------------------------------------------------------------------------
+# perf map files
+
+def parse_perf_map(text, strip_dollar=True):
+    """[(start, size, name)] from perf map text: "START SIZE NAME" per line,
+    hex with or without 0x; the VM's own map prefixes names with '$'."""
+    out = []
+    for ln, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3:
+            raise ValueError("perf map line %d malformed: %r" % (ln, line))
+        start, size = int(parts[0], 16), int(parts[1], 16)
+        name = parts[2]
+        if strip_dollar and name.startswith("$"):
+            name = name[1:]
+        out.append((start, size, name))
+    return out
+
+
+def read_perf_map(path, strip_dollar=True):
+    with open(path, "rb") as f:
+        return parse_perf_map(f.read().decode("utf-8", "replace"), strip_dollar)

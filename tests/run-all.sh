@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# run-all.sh - everything CI runs: install dependencies, build, make sure the
+# test VMs exist, run the default test suite.  Exit status: the suite's.
+#
+#   ./tests/run-all.sh
+#
+# Needs root on a fresh Debian 12 machine (apt-get; the tools read other
+# processes' memory).  Steps:
+#   1. apt-get install the packages below that are missing (apt-get update
+#      first, only if something is missing)
+#   2. ./build.sh
+#   3. tests/build-vms.sh default   (cached under /var/cache/extrospect-beam)
+#   4. python3 tests/run.py --suite default   (last line: "N passed, N failed, N skipped")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(python3 erlang-base libdw-dev libelf-dev meson ninja-build pkg-config gcc)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "run-all.sh: missing packages: ${missing[*]} (run as root to install them)" >&2
+        exit 1
+    fi
+    echo "run-all.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+./build.sh
+tests/build-vms.sh default
+exec /usr/bin/python3 tests/run.py --suite default

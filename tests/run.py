@@ -1,0 +1,400 @@
+#!/usr/bin/python3
+"""Run extrospect-beam's tests: the C unit tests and the acceptance tests.
+
+    python3 tests/run.py [--suite default|matrix] [-k SUBSTR] [--vm NAME]...
+                         [--timeout SECONDS] [--table] [--no-unit] [--list]
+
+Suites (which VM targets the per-VM tests run against):
+    default   stock (Debian's /usr/bin/erl), otp25-emu-dwarf, otp25-jit-dwarf
+    matrix    stock and every VM tests/build-vms.sh matrix builds (plus any
+              other VM in the cache); a VM that is not built is reported as
+              SKIP "not built: run tests/build-vms.sh matrix".  Prints a
+              table of results per VM (also with --table).
+--vm NAME (repeatable) restricts the targets to those named.
+-k SUBSTR runs only the tests whose id (e.g. "test_perfmap.test_watch[stock]"
+or "unit.atom_quote_plain") contains SUBSTR.
+
+Every test runs in a forked process of its own (own process group) with a
+time limit (--timeout, default 120 s; @xbtest.timeout overrides); a test that
+hangs is killed and reported as FAIL, and every VM it started is killed.
+
+Output: one line per result:
+    PASS name[vm] (1.2s)
+    FAIL name[vm]: reason          (detail indented below)
+    SKIP name[vm]: why
+and last exactly one line "N passed, N failed, N skipped".  Exit status 1 if
+anything failed, else 0.
+"""
+
+import argparse
+import importlib.util
+import inspect
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import xbtest  # noqa: E402
+
+ACCEPTANCE = os.path.join(HERE, "acceptance")
+
+
+class Item:
+    def __init__(self, tid, fn=None, target=None, skip=None, timeout=None):
+        self.id, self.fn, self.target, self.skip, self.timeout = tid, fn, target, skip, timeout
+
+
+class Counts:
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+        self.per_target = {}
+
+    def add(self, status, target_name=None):
+        if status == "PASS":
+            self.passed += 1
+        elif status == "FAIL":
+            self.failed += 1
+        else:
+            self.skipped += 1
+        if target_name:
+            t = self.per_target.setdefault(target_name, {"PASS": 0, "FAIL": 0, "SKIP": 0})
+            t[status] += 1
+
+
+def emit(status, tid, reason=None, elapsed=None, detail=None, logs=()):
+    if status == "PASS":
+        line = "PASS %s (%.1fs)" % (tid, elapsed or 0.0)
+    else:
+        line = "%s %s: %s" % (status, tid, reason or "")
+        if status == "FAIL" and elapsed is not None:
+            line += " (%.1fs)" % elapsed
+    print(line, flush=True)
+    for text in list(logs) + ([detail] if detail else []):
+        for l in str(text).rstrip("\n").splitlines():
+            print("    " + l, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# discovery
+
+def load_modules():
+    mods = []
+    for f in sorted(os.listdir(ACCEPTANCE)):
+        if f.startswith("test_") and f.endswith(".py"):
+            name = f[:-3]
+            spec = importlib.util.spec_from_file_location(name, os.path.join(ACCEPTANCE, f))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            mods.append(mod)
+    return mods
+
+
+def describe_spec(spec):
+    return ", ".join("%s=%s" % (k, v) for k, v in spec.items() if v is not None) or "any"
+
+
+def collect(mods, targets, default_timeout):
+    items = []
+    for mod in mods:
+        fns = [(name, fn) for name, fn in vars(mod).items()
+               if name.startswith("test_") and inspect.isfunction(fn)
+               and fn.__module__ == mod.__name__]
+        fns.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+        for name, fn in fns:
+            base = "%s.%s" % (mod.__name__, name)
+            tmo = getattr(fn, "xb_timeout", default_timeout)
+            spec = getattr(fn, "xb_per_vm", None)
+            if spec is None:
+                items.append(Item(base, fn, None, None, tmo))
+                continue
+            matched = [t for t in targets if xbtest.target_matches(t, spec)]
+            if not matched:
+                items.append(Item(base, None, None,
+                                  "no selected VM matches (%s)" % describe_spec(spec), tmo))
+            for t in matched:
+                tid = "%s[%s]" % (base, t.name)
+                items.append(Item(tid, fn, t, None if t.present else t.missing, tmo))
+    return items
+
+
+# ---------------------------------------------------------------------------
+# running one test in a forked child
+
+def _alarm(signum, frame):
+    raise xbtest.TestTimeout()
+
+
+def _term(signum, frame):
+    raise xbtest.TestTimeout()
+
+
+def child_run(item, wfd):
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGTERM, _term)
+    res = {"status": "PASS"}
+    t0 = time.monotonic()
+    try:
+        signal.alarm(max(1, int(item.timeout)))
+        try:
+            if item.target is not None:
+                item.fn(item.target)
+            else:
+                item.fn()
+        finally:
+            signal.alarm(0)
+    except xbtest.Skip as e:
+        res = {"status": "SKIP", "reason": str(e)}
+    except xbtest.TestTimeout:
+        res = {"status": "FAIL", "reason": "timed out after %ss" % item.timeout,
+               "detail": where(sys.exc_info()[2])}
+    except AssertionError as e:
+        msg = str(e) or "assertion failed"
+        first, _, rest = msg.partition("\n")
+        res = {"status": "FAIL", "reason": first,
+               "detail": (rest + "\n" if rest else "") + where(sys.exc_info()[2])}
+    except BaseException as e:  # noqa: B902 - report everything
+        msg = "%s: %s" % (type(e).__name__, e)
+        first, _, rest = msg.partition("\n")
+        res = {"status": "FAIL", "reason": first,
+               "detail": (rest + "\n" if rest else "") + "Traceback (innermost last):\n" +
+               "".join(traceback.format_tb(e.__traceback__)[-4:])}
+    res["elapsed"] = time.monotonic() - t0
+    try:
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        xbtest._cleanup_children()
+    except BaseException:
+        pass
+    res["log"] = xbtest._current["log"]
+    tmp = xbtest._current["tmp"]
+    if tmp and not os.environ.get("XB_KEEP_TMP"):
+        shutil.rmtree(tmp, True)
+    data = json.dumps(res).encode()
+    view = memoryview(data)
+    while view:
+        n = os.write(wfd, view)
+        view = view[n:]
+    os.close(wfd)
+
+
+def where(tb):
+    """file:line of the innermost frame in a test file."""
+    frames = traceback.extract_tb(tb)
+    for fr in reversed(frames):
+        if os.path.dirname(os.path.abspath(fr.filename)) == ACCEPTANCE:
+            return "at %s:%d" % (os.path.basename(fr.filename), fr.lineno)
+    if frames:
+        fr = frames[-1]
+        return "at %s:%d" % (os.path.basename(fr.filename), fr.lineno)
+    return ""
+
+
+def run_item(item, run_dir):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            child_run(item, w)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    t0 = time.monotonic()
+    hard = item.timeout + 20  # the child's own alarm fires first
+    chunks = []
+    killed = False
+    while True:
+        left = t0 + hard - time.monotonic()
+        if left <= 0:
+            killed = True
+            break
+        rl, _, _ = select.select([r], [], [], min(left, 1.0))
+        if rl:
+            b = os.read(r, 65536)
+            if not b:
+                break
+            chunks.append(b)
+    if killed:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    # A test that lost track of a VM (or was killed) must not leave it running.
+    xbtest.kill_registered(run_dir)
+    elapsed = time.monotonic() - t0
+    if killed:
+        return {"status": "FAIL", "reason": "timed out after %ss (killed)" % item.timeout,
+                "elapsed": elapsed}
+    try:
+        return json.loads(b"".join(chunks).decode())
+    except ValueError:
+        return {"status": "FAIL", "elapsed": elapsed,
+                "reason": "test process died (wait status %d) without a result" % status}
+
+
+# ---------------------------------------------------------------------------
+# C unit tests
+
+def run_unit(ksub, counts):
+    path = os.path.join(xbtest.build_dir(), "tests", "unit", "test_unit")
+    if not os.access(path, os.X_OK):
+        if not ksub or ksub in "unit":
+            emit("FAIL", "unit", "%s not built (run ./build.sh)" % path)
+            counts.add("FAIL")
+        return
+    r = xbtest.run_cmd([path], timeout=60)
+    cases, last = [], None
+    for line in r.out.splitlines():
+        if line.startswith("ok "):
+            last = ["PASS", line[3:].strip(), None, []]
+            cases.append(last)
+        elif line.startswith("not ok "):
+            name, _, why = line[7:].partition(": ")
+            last = ["FAIL", name.strip(), why.strip() or "failed", []]
+            cases.append(last)
+        elif line.startswith("#") and last is not None:
+            last[3].append(line)
+    # Sanitizer reports (XB_BUILD_DIR=build-asan) on stderr, pinned on the
+    # case named by the last "# case NAME" marker.
+    san, cur = {}, None
+    for line in r.err.splitlines():
+        if line.startswith("# case "):
+            cur = line[7:].strip()
+        elif any(t in line for t in xbtest.SANITIZER_TEXT):
+            san.setdefault(cur, []).append(line.strip())
+    for c in cases:
+        if c[1] in san:
+            c[0] = "FAIL"
+            c[2] = (c[2] + "; " if c[2] else "") + "sanitizer: " + san[c[1]][0]
+            c[3].extend(san[c[1]][1:5])
+    n_fail = 0
+    for status, name, why, extra in cases:
+        tid = "unit.%s" % name
+        if ksub and ksub not in tid:
+            continue
+        if status == "PASS":
+            emit("PASS", tid, elapsed=0.0)
+        else:
+            n_fail += 1
+            emit("FAIL", tid, why, detail="\n".join(extra) or None)
+        counts.add(status)
+    if ksub and ksub not in "unit" and not any(ksub in "unit." + c[1] for c in cases):
+        return
+    bad = r.timed_out or r.rc is None or r.rc < 0 or (r.rc != 0 and not any(
+        c[0] == "FAIL" for c in cases)) or not cases
+    if bad:
+        why = ("timed out" if r.timed_out else "killed by signal %d" % -r.rc if r.rc < 0
+               else "exit status %d" % r.rc if r.rc != 0 else "no test cases reported")
+        after = (" after case %s" % cases[-1][1]) if cases else ""
+        emit("FAIL", "unit[%s]" % os.path.basename(path), why + after,
+             detail=(r.out[-1500:] + r.err[-1500:]).strip() or None)
+        counts.add("FAIL")
+
+
+# ---------------------------------------------------------------------------
+
+def print_table(targets, counts):
+    rows = [("target", "otp", "flavor", "debug", "pass", "fail", "skip", "")]
+    for t in targets:
+        c = counts.per_target.get(t.name, {"PASS": 0, "FAIL": 0, "SKIP": 0})
+        g = t.guess() if not t.present else t.info
+        rows.append((t.name, (t.otp_version if t.present else g.get("otp", "?")),
+                     g.get("flavor", "?"), g.get("debug", "?"), str(c["PASS"]),
+                     str(c["FAIL"]), str(c["SKIP"]),
+                     "" if t.present else "(%s)" % t.missing))
+    widths = [max(len(r[i]) for r in rows) for i in range(7)]
+    print("", flush=True)
+    print("Results by VM (release x flavour x debug level):")
+    for r in rows:
+        cells = [r[i].ljust(widths[i]) if i < 4 else r[i].rjust(widths[i]) for i in range(7)]
+        print("  " + "  ".join(cells) + ("  " + r[7] if r[7] else ""), flush=True)
+    print("", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 1)[1])
+    ap.add_argument("--suite", choices=["default", "matrix"], default="default")
+    ap.add_argument("-k", dest="ksub", metavar="SUBSTR", help="only tests whose id contains SUBSTR")
+    ap.add_argument("--vm", action="append", metavar="NAME", help="restrict to this target (repeatable)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per-test time limit in seconds")
+    ap.add_argument("--table", action="store_true", help="print a result table per VM")
+    ap.add_argument("--no-unit", action="store_true", help="skip the C unit tests")
+    ap.add_argument("--list", action="store_true", help="list test ids and exit")
+    args = ap.parse_args()
+
+    if args.vm:
+        names = list(dict.fromkeys(args.vm))
+    elif args.suite == "matrix":
+        names = xbtest.all_targets()
+    else:
+        names = list(xbtest.DEFAULT_TARGETS)
+    targets = [xbtest.load_target(n) for n in names]
+
+    run_dir = tempfile.mkdtemp(prefix="xbrun-")
+    os.environ["XB_RUN_DIR"] = run_dir
+    counts = Counts()
+    try:
+        mods = load_modules()
+        items = collect(mods, targets, args.timeout)
+        if args.ksub:
+            items = [i for i in items if args.ksub in i.id]
+        if args.list:
+            for i in items:
+                print(i.id)
+            return 0
+        print("targets: " + ", ".join(
+            "%s (%s)" % (t.name, "OTP %s %s %s" % (t.otp_version, t.flavor, t.debug)
+                         if t.present else "not available") for t in targets), flush=True)
+        if not args.no_unit:
+            run_unit(args.ksub, counts)
+        for item in items:
+            tname = item.target.name if item.target else None
+            if item.skip:
+                emit("SKIP", item.id, item.skip)
+                counts.add("SKIP", tname)
+                continue
+            res = run_item(item, run_dir)
+            emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
+                 res.get("detail"), res.get("log", ()))
+            counts.add(res["status"], tname)
+    except KeyboardInterrupt:
+        xbtest.kill_registered(run_dir)
+        print("interrupted", flush=True)
+        print("%d passed, %d failed, %d skipped" % (counts.passed, counts.failed + 1,
+                                                    counts.skipped), flush=True)
+        return 130
+    finally:
+        xbtest.kill_registered(run_dir)
+        shutil.rmtree(run_dir, True)
+    if args.table or args.suite == "matrix":
+        print_table(targets, counts)
+    print("%d passed, %d failed, %d skipped" % (counts.passed, counts.failed, counts.skipped),
+          flush=True)
+    return 1 if counts.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

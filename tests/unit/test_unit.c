@@ -1,0 +1,673 @@
+/* test_unit.c - unit tests for the pure code of libxbcore/libxblayout.
+ *
+ * Prints one line per case, "ok NAME" or "not ok NAME: detail" (with
+ * optional "# ..." lines after it), then "N passed, N failed".  Exit status
+ * 1 if any case failed.  Before each case it writes "# case NAME" to
+ * stderr, so that tests/run.py can pin a sanitizer report on the case that
+ * caused it.  tests/run.py reports each case as unit.NAME.
+ *
+ *   build/tests/unit/test_unit [SUBSTRING]   run only cases whose name
+ *                                            contains SUBSTRING
+ *
+ * Build with XB_SANITIZE=1 ./build.sh to run these under ASan/UBSan: the
+ * truncated-buffer cases use exact-size heap buffers so that any read past
+ * the end is caught. */
+#define _GNU_SOURCE
+#include "xb/codemap.h"
+#include "xb/common.h"
+#include "xb/procmaps.h"
+#include "xb/release.h"
+#include "xb/term.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_pass, n_fail;
+static const char *filter;
+static char fail_msg[2048];
+static int case_failed;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond) && !case_failed) {                                   \
+			case_failed = 1;                                         \
+			int n_ = snprintf(fail_msg, sizeof(fail_msg), "line %d: ", \
+					  __LINE__);                             \
+			snprintf(fail_msg + n_, sizeof(fail_msg) - (size_t)n_,   \
+				 __VA_ARGS__);                                   \
+		}                                                                \
+	} while (0)
+
+static void run_case(const char *name, void (*fn)(void))
+{
+	if (filter && !strstr(name, filter))
+		return;
+	case_failed = 0;
+	fail_msg[0] = 0;
+	/* Sanitizer reports go to stderr: this marker lets tests/run.py
+	 * attribute them to the case. */
+	fprintf(stderr, "# case %s\n", name);
+	fflush(stderr);
+	fn();
+	if (case_failed) {
+		printf("not ok %s: %s\n", name, fail_msg);
+		n_fail++;
+	} else {
+		printf("ok %s\n", name);
+		n_pass++;
+	}
+	fflush(stdout);
+}
+
+/* ---- xb_atom_quote ---------------------------------------------------- */
+
+static void expect_quote(const char *in, size_t len, const char *want)
+{
+	char out[256];
+	memset(out, 'X', sizeof(out));
+	size_t n = xb_atom_quote(in, len, out, sizeof(out));
+	CHECK(strcmp(out, want) == 0, "quote(\"%.*s\") = \"%s\", want \"%s\"", (int)len, in, out, want);
+	CHECK(n == strlen(want), "quote(\"%.*s\") returned %zu, want %zu", (int)len, in, n, strlen(want));
+}
+#define Q(in, want) expect_quote(in, sizeof(in) - 1, want)
+
+static void t_quote_plain(void)
+{
+	Q("hello", "hello");
+	Q("lists", "lists");
+	Q("a1_B2", "a1_B2");
+	Q("x", "x");
+}
+static void t_quote_uppercase_first(void)
+{
+	Q("Hello", "'Hello'");
+	Q("ABC", "'ABC'");
+}
+static void t_quote_underscore_digit_first(void)
+{
+	Q("_foo", "'_foo'");
+	Q("1abc", "'1abc'");
+}
+static void t_quote_space_and_punct(void)
+{
+	Q("hello world", "'hello world'");
+	Q("foo@bar", "'foo@bar'"); /* erts quotes '@' (io_lib does not) */
+	Q("-foo/1-fun-0-", "'-foo/1-fun-0-'");
+	Q("a.b", "'a.b'");
+}
+static void t_quote_escapes(void)
+{
+	Q("it's", "'it\\'s'");
+	Q("a\\b", "'a\\\\b'");
+	Q("a\nb", "'a\\nb'");
+	Q("t\tab", "'t\\tab'");
+	Q("c\001", "'c\\1'");
+}
+static void t_quote_empty(void)
+{
+	expect_quote("", 0, "''");
+}
+static void t_quote_latin1_lowercase_utf8(void)
+{
+	Q("\xc3\xa9", "\xc3\xa9");           /* é: Latin-1 lowercase, unquoted */
+	Q("caf\xc3\xa9", "caf\xc3\xa9");     /* café */
+	Q("\xc3\x9f" "x", "\xc3\x9f" "x");   /* ßx: ß counts as lowercase */
+	Q("a\xc3\x89", "a\xc3\x89");         /* aÉ: uppercase Latin-1 inside is alnum */
+}
+static void t_quote_latin1_uppercase_first(void)
+{
+	Q("\xc3\x89lan", "'\xc3\x89lan'");   /* Élan */
+	Q("a\xc3\xb7", "'a\xc3\xb7'");       /* a÷: ÷ is not a letter */
+}
+static void t_quote_3byte_utf8(void)
+{
+	Q("a\xe2\x82\xac", "'a\xe2\x82\xac'"); /* a€ */
+	Q("\xe2\x82\xac", "'\xe2\x82\xac'");   /* € */
+	Q("\xf0\x9f\x98\x80", "'\xf0\x9f\x98\x80'"); /* 4-byte emoji */
+}
+static void t_quote_c1_control(void)
+{
+	Q("a\xc2\x85", "'a\\205'"); /* U+0085 printed as octal, like erts */
+}
+static void t_quote_reserved_words(void)
+{
+	/* erts (unlike io_lib) does not quote reserved words */
+	Q("receive", "receive");
+	Q("after", "after");
+	Q("end", "end");
+	Q("case", "case");
+	Q("fun", "fun");
+	Q("andalso", "andalso");
+}
+static void t_quote_truncation(void)
+{
+	char out[8];
+	memset(out, 'X', sizeof(out));
+	size_t n = xb_atom_quote("hello", 5, out, 4);
+	CHECK(n == 3 && strcmp(out, "hel") == 0, "outlen 4: got %zu \"%s\"", n, out);
+	CHECK(out[4] == 'X', "wrote past outlen");
+	memset(out, 'X', sizeof(out));
+	n = xb_atom_quote("Hello world", 11, out, 6);
+	CHECK(n == 5 && strcmp(out, "'Hell") == 0, "quoted, outlen 6: got %zu \"%s\"", n, out);
+	CHECK(out[6] == 'X', "wrote past outlen");
+	n = xb_atom_quote("hello", 5, out, 0);
+	CHECK(n == 0 && out[0] == '\'', "outlen 0 wrote something");
+	/* A UTF-8 sequence cut short at the end of the atom must not be read past. */
+	char *cut = malloc(2);
+	memcpy(cut, "a\xe2", 2);
+	char big[64];
+	xb_atom_quote(cut, 2, big, sizeof(big));
+	free(cut);
+}
+
+/* ---- xb_format_pid ---------------------------------------------------- */
+
+static uint64_t mkpid(uint64_t num, uint64_t ser)
+{
+	return (num << 4) | (ser << (4 + 15)) | XB_TAG_IMMED1_PID;
+}
+
+static void t_format_pid(void)
+{
+	char buf[64];
+	CHECK(xb_format_pid(mkpid(80, 0), 15, 13, buf, sizeof(buf)) == 0 &&
+		      strcmp(buf, "<0.80.0>") == 0, "got %s", buf);
+	CHECK(xb_format_pid(mkpid(0, 0), 15, 13, buf, sizeof(buf)) == 0 &&
+		      strcmp(buf, "<0.0.0>") == 0, "got %s", buf);
+	CHECK(xb_format_pid(mkpid(32767, 8191), 15, 13, buf, sizeof(buf)) == 0 &&
+		      strcmp(buf, "<0.32767.8191>") == 0, "max: got %s", buf);
+	CHECK(xb_format_pid(mkpid(5, 3) | (1ull << 40) | (1ull << 63), 15, 13, buf, sizeof(buf)) == 0 &&
+		      strcmp(buf, "<0.5.3>") == 0, "high bits: got %s", buf);
+	CHECK(xb_format_pid((7ull << 6) | XB_TAG_IMMED2_ATOM, 15, 13, buf, sizeof(buf)) == -1,
+	      "an atom formatted as a pid");
+	CHECK(xb_format_pid((42ull << 4) | XB_TAG_IMMED1_SMALL, 15, 13, buf, sizeof(buf)) == -1,
+	      "a small formatted as a pid");
+	CHECK(xb_format_pid(mkpid(1, 1), 0, 13, buf, sizeof(buf)) == -1, "num_bits 0 accepted");
+	char tiny[4];
+	CHECK(xb_format_pid(mkpid(12345, 1), 15, 13, tiny, sizeof(tiny)) == 0 && strlen(tiny) == 3,
+	      "truncation");
+}
+
+/* ---- xb_parse_pid ----------------------------------------------------- */
+
+static void t_parse_pid(void)
+{
+	int pid = -7;
+	CHECK(xb_parse_pid("123", &pid) == 0 && pid == 123, "123 -> %d", pid);
+	CHECK(xb_parse_pid("2147483647", &pid) == 0 && pid == 2147483647, "INT_MAX");
+	const char *bad[] = { "", "abc", "12a", "1.5", "-1", "0", "2147483648",
+			      "99999999999999999999", "0x10", "12 " };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(bad); i++) {
+		pid = -7;
+		CHECK(xb_parse_pid(bad[i], &pid) < 0, "\"%s\" accepted as %d", bad[i], pid);
+		CHECK(xb_err()[0] != 0, "\"%s\": no message", bad[i]);
+	}
+	CHECK(xb_parse_pid(NULL, &pid) < 0, "NULL accepted");
+}
+
+/* ---- xb_maps_parse ---------------------------------------------------- */
+
+static const char MAPS[] =
+	"55d0c0a00000-55d0c0b00000 r-xp 00001000 08:01 1234                       /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n"
+	"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	"7f0000001000-7f0000002000 r-xs 00000000 00:01 5678                       /memfd:vmem (deleted)\n"
+	"7f0000003000-7f0000004000 r--p 00002000 fd:00 42                         /tmp/dir with spaces/lib x.so\n"
+	"7f0000004000-7f0000005000 ---p 00000000 00:00 0\n"
+	"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]";
+
+static void t_maps_parse(void)
+{
+	struct xb_maps m;
+	CHECK(xb_maps_parse(MAPS, &m) == 0, "parse failed: %s", xb_err());
+	if (case_failed)
+		return;
+	CHECK(m.n == 6, "n = %zu", m.n);
+	if (m.n == 6) {
+		const struct xb_map *b = &m.v[0];
+		CHECK(b->start == 0x55d0c0a00000ull && b->end == 0x55d0c0b00000ull, "beam range");
+		CHECK(b->offset == 0x1000 && b->inode == 1234 && b->dev_major == 8 && b->dev_minor == 1,
+		      "beam offset/inode/dev");
+		CHECK(b->readable && !b->writable && b->executable && !b->shared, "beam perms");
+		CHECK(strcmp(b->path, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp") == 0, "beam path '%s'",
+		      b->path);
+		CHECK(strcmp(m.v[1].path, "") == 0, "anonymous path '%s'", m.v[1].path);
+		CHECK(m.v[1].writable && !m.v[1].executable, "anon perms");
+		CHECK(strcmp(m.v[2].path, "/memfd:vmem (deleted)") == 0, "memfd path '%s'", m.v[2].path);
+		CHECK(m.v[2].shared && m.v[2].executable, "memfd perms");
+		CHECK(strcmp(m.v[3].path, "/tmp/dir with spaces/lib x.so") == 0, "spaces path '%s'",
+		      m.v[3].path);
+		CHECK(m.v[3].offset == 0x2000 && m.v[3].dev_major == 0xfd, "spaces offset/dev");
+		CHECK(strcmp(m.v[4].path, "") == 0 && !m.v[4].readable, "guard page");
+		CHECK(strcmp(m.v[5].path, "[stack]") == 0, "stack path '%s' (no final newline)",
+		      m.v[5].path);
+		CHECK(xb_maps_find(&m, 0x55d0c0a00000ull) == &m.v[0], "find start");
+		CHECK(xb_maps_find(&m, 0x55d0c0afffffull) == &m.v[0], "find end-1");
+		CHECK(xb_maps_find(&m, 0x55d0c0b00000ull) == NULL, "find end");
+		CHECK(xb_maps_find(&m, 0x7f0000002800ull) == NULL, "find gap");
+		CHECK(xb_maps_find(&m, 0x7f0000003fffull) == &m.v[3], "find spaces");
+		CHECK(xb_maps_find(&m, 0x10) == NULL, "find low");
+	}
+	xb_maps_free(&m);
+	CHECK(m.n == 0 && m.v == NULL, "free");
+}
+
+static void t_maps_parse_edge(void)
+{
+	struct xb_maps m;
+	CHECK(xb_maps_parse("", &m) == 0 && m.n == 0, "empty text");
+	xb_maps_free(&m);
+	CHECK(xb_maps_parse("\n\n", &m) == 0 && m.n == 0, "blank lines");
+	xb_maps_free(&m);
+	const char *bad[] = {
+		"garbage\n",
+		"7f0000000000-7f0000001000\n",
+		"7f0000001000-7f0000000000 rw-p 00000000 00:00 0\n", /* end < start */
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0\nnot a line\n",
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(bad); i++) {
+		m.n = 99;
+		CHECK(xb_maps_parse(bad[i], &m) < 0, "accepted bad input %zu", i);
+		CHECK(m.n == 0 && m.v == NULL, "bad input %zu: output not cleared", i);
+	}
+}
+
+/* ---- JIT symfiles ----------------------------------------------------- */
+
+static const int64_t *jit_off(void)
+{
+	const struct xb_release *r = xb_release_find("13.1.5");
+	return r ? xb_release_flavor(r, XB_FLAVOR_JIT)->off : NULL;
+}
+
+struct buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static void b_at(struct buf *b, size_t at, const void *v, size_t n)
+{
+	if (at + n > b->cap) {
+		size_t nc = b->cap ? b->cap : 256;
+		while (nc < at + n)
+			nc *= 2;
+		b->p = realloc(b->p, nc);
+		memset(b->p + b->cap, 0, nc - b->cap);
+		b->cap = nc;
+	}
+	memcpy(b->p + at, v, n);
+	if (at + n > b->len)
+		b->len = at + n;
+}
+static void b_u16(struct buf *b, size_t at, uint16_t v) { b_at(b, at, &v, 2); }
+static void b_u32(struct buf *b, size_t at, uint32_t v) { b_at(b, at, &v, 4); }
+static void b_u64(struct buf *b, size_t at, uint64_t v) { b_at(b, at, &v, 8); }
+
+struct rng {
+	uint32_t start, end;
+	const char *name;
+	int lines;
+};
+
+/* A module record as beam_jit_metadata.cpp lays it out (records back to
+ * back, each sizeof(struct) + name_length), using the release table's
+ * offsets. */
+static struct buf module_symfile(const int64_t *off, uint64_t base, const char *mod,
+				 const struct rng *r, size_t nr)
+{
+	struct buf b = { 0 };
+	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
+	uint16_t ml = (uint16_t)strlen(mod);
+	b_u32(&b, 0, 1);
+	b_u64(&b, (size_t)(pay + off[XB_F_MODINFO_BASE_ADDRESS]), base);
+	b_u32(&b, (size_t)(pay + off[XB_F_MODINFO_RANGE_COUNT]), (uint32_t)nr);
+	b_u32(&b, (size_t)(pay + off[XB_F_MODINFO_RANGE_COUNT] + 4), r[nr - 1].end); /* code_size */
+	b_u16(&b, (size_t)(pay + off[XB_F_MODINFO_NAME_LENGTH]), ml);
+	b_at(&b, (size_t)(pay + off[XB_F_MODINFO_NAME]), mod, ml);
+	size_t p = (size_t)off[XB_F_DBGINFO_SIZE] + ml;
+	for (size_t i = 0; i < nr; i++) {
+		uint16_t nl = (uint16_t)strlen(r[i].name);
+		b_u32(&b, p + (size_t)off[XB_F_RANGEINFO_START], r[i].start);
+		b_u32(&b, p + (size_t)off[XB_F_RANGEINFO_END], r[i].end);
+		b_u32(&b, p + (size_t)off[XB_F_RANGEINFO_LINE_COUNT], (uint32_t)r[i].lines);
+		b_u16(&b, p + (size_t)off[XB_F_RANGEINFO_NAME_LENGTH], nl);
+		b_at(&b, p + (size_t)off[XB_F_RANGEINFO_NAME], r[i].name, nl);
+		p += (size_t)off[XB_F_RANGEINFO_SIZE] + nl;
+		for (int l = 0; l < r[i].lines; l++) {
+			const char *file = "mymod.erl";
+			uint16_t fl = (uint16_t)strlen(file);
+			b_u32(&b, p, r[i].start + 4u * (uint32_t)l); /* start */
+			b_u32(&b, p + 4, 10u + (uint32_t)l);          /* line */
+			b_u16(&b, p + (size_t)off[XB_F_LINEINFO_FILE_LENGTH], fl);
+			b_at(&b, p + (size_t)off[XB_F_LINEINFO_FILE], file, fl);
+			p += (size_t)off[XB_F_LINEINFO_SIZE] + fl;
+		}
+	}
+	b.len = p;
+	return b;
+}
+
+static const struct rng MYMOD[] = {
+	{ 0x000, 0x040, "mymod::codeHeader", 0 },
+	{ 0x040, 0x058, "mymod:f/1-CodeInfoPrologue", 0 },
+	{ 0x058, 0x100, "mymod:f/1", 2 },
+	{ 0x100, 0x118, "mymod:'g h'/0-CodeInfoPrologue", 0 },
+	{ 0x118, 0x180, "mymod:'g h'/0", 1 },
+	{ 0x180, 0x190, "mymod::codeFooter", 1 },
+};
+#define BASE 0x7f0000010000ull
+
+static void t_symfile_offsets_otp25(void)
+{
+	/* The layout /work/shared/beam-notes.md describes for OTP 25. */
+	const int64_t *off = jit_off();
+	CHECK(off != NULL, "no release table for erts 13.1.5");
+	if (!off)
+		return;
+	CHECK(off[XB_F_DBGINFO_PAYLOAD] == 8 && off[XB_F_DBGINFO_SIZE] == 32, "debug_info");
+	CHECK(off[XB_F_MODINFO_BASE_ADDRESS] == 0 && off[XB_F_MODINFO_RANGE_COUNT] == 8 &&
+		      off[XB_F_MODINFO_NAME_LENGTH] == 16 && off[XB_F_MODINFO_NAME] == 18,
+	      "module_info");
+	CHECK(off[XB_F_RANGEINFO_SIZE] == 16 && off[XB_F_RANGEINFO_START] == 0 &&
+		      off[XB_F_RANGEINFO_END] == 4 && off[XB_F_RANGEINFO_LINE_COUNT] == 8 &&
+		      off[XB_F_RANGEINFO_NAME_LENGTH] == 12 && off[XB_F_RANGEINFO_NAME] == 14,
+	      "range_info");
+	CHECK(off[XB_F_LINEINFO_SIZE] == 12 && off[XB_F_LINEINFO_FILE_LENGTH] == 8 &&
+		      off[XB_F_LINEINFO_FILE] == 10, "line_info");
+	CHECK(off[XB_F_EMUINFO_FRAME_LAYOUT] == 0 && off[XB_F_EMUINFO_NORMAL_EXIT] == 8,
+	      "emulator_info");
+}
+
+static int expect_entries(struct xb_codemap *cm, const struct rng *want, size_t n, uint32_t seq)
+{
+	CHECK(cm->n == n, "%zu entries, want %zu", cm->n, n);
+	if (cm->n != n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		CHECK(cm->v[i].start == BASE + want[i].start && cm->v[i].end == BASE + want[i].end &&
+			      strcmp(cm->v[i].name, want[i].name) == 0 && cm->v[i].seq == seq,
+		      "entry %zu: %llx-%llx %s seq %u, want %llx-%llx %s seq %u", i,
+		      (unsigned long long)cm->v[i].start, (unsigned long long)cm->v[i].end,
+		      cm->v[i].name, cm->v[i].seq, (unsigned long long)(BASE + want[i].start),
+		      (unsigned long long)(BASE + want[i].end), want[i].name, seq);
+	}
+	return 0;
+}
+
+static void t_symfile_nofold(void)
+{
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	struct buf b = module_symfile(off, BASE, "mymod", MYMOD, XB_ARRAY_SIZE(MYMOD));
+	struct xb_codemap cm = { 0 };
+	CHECK(xb_codemap_parse_symfile(&cm, off, b.p, b.len, 3, 0) == 0, "parse: %s", xb_err());
+	expect_entries(&cm, MYMOD, XB_ARRAY_SIZE(MYMOD), 3);
+	CHECK(cm.modules == 1, "modules = %zu", cm.modules);
+	if (cm.n == XB_ARRAY_SIZE(MYMOD)) {
+		CHECK(cm.v[0].kind == XB_CODE_OTHER, "codeHeader kind %u", cm.v[0].kind);
+		CHECK(cm.v[2].kind == XB_CODE_FUNCTION, "f/1 kind %u", cm.v[2].kind);
+		CHECK(cm.v[5].kind == XB_CODE_OTHER, "codeFooter kind %u", cm.v[5].kind);
+	}
+	xb_codemap_free(&cm);
+	free(b.p);
+}
+
+static void t_symfile_fold(void)
+{
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	static const struct rng folded[] = {
+		{ 0x000, 0x040, "mymod::codeHeader", 0 },
+		{ 0x040, 0x100, "mymod:f/1", 0 },
+		{ 0x100, 0x180, "mymod:'g h'/0", 0 },
+		{ 0x180, 0x190, "mymod::codeFooter", 0 },
+	};
+	struct buf b = module_symfile(off, BASE, "mymod", MYMOD, XB_ARRAY_SIZE(MYMOD));
+	struct xb_codemap cm = { 0 };
+	CHECK(xb_codemap_parse_symfile(&cm, off, b.p, b.len, 0, XB_CM_FOLD_PROLOGUE) == 0,
+	      "parse: %s", xb_err());
+	expect_entries(&cm, folded, XB_ARRAY_SIZE(folded), 0);
+	xb_codemap_free(&cm);
+	free(b.p);
+}
+
+static void t_symfile_fold_unpaired(void)
+{
+	/* A prologue not followed by its own function (or with a gap) is not
+	 * merged into the next entry; both address ranges stay named. */
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	static const struct rng r[] = {
+		{ 0x000, 0x010, "m:a/0-CodeInfoPrologue", 0 },
+		{ 0x010, 0x020, "m:b/0", 0 },                 /* different function */
+		{ 0x020, 0x030, "m:c/0-CodeInfoPrologue", 0 },
+		{ 0x038, 0x040, "m:c/0", 0 },                 /* gap */
+		{ 0x040, 0x050, "m:d/0-CodeInfoPrologue", 0 }, /* last */
+	};
+	struct buf b = module_symfile(off, BASE, "m", r, XB_ARRAY_SIZE(r));
+	struct xb_codemap cm = { 0 };
+	CHECK(xb_codemap_parse_symfile(&cm, off, b.p, b.len, 0, XB_CM_FOLD_PROLOGUE) == 0,
+	      "parse: %s", xb_err());
+	CHECK(cm.n == XB_ARRAY_SIZE(r), "%zu entries, want %zu", cm.n, XB_ARRAY_SIZE(r));
+	for (size_t i = 0; i < cm.n && i < XB_ARRAY_SIZE(r); i++) {
+		CHECK(cm.v[i].start == BASE + r[i].start && cm.v[i].end == BASE + r[i].end,
+		      "entry %zu (%s): %llx-%llx", i, cm.v[i].name,
+		      (unsigned long long)cm.v[i].start, (unsigned long long)cm.v[i].end);
+		CHECK(strncmp(cm.v[i].name, r[i].name, strcspn(r[i].name, "-")) == 0,
+		      "entry %zu named %s, want %s", i, cm.v[i].name, r[i].name);
+	}
+	xb_codemap_free(&cm);
+	free(b.p);
+}
+
+static void t_symfile_emulator_record(void)
+{
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	struct buf b = { 0 };
+	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
+	b_u32(&b, 0, 0);
+	b_u32(&b, (size_t)(pay + off[XB_F_EMUINFO_FRAME_LAYOUT]), 1);
+	b_u64(&b, (size_t)(pay + off[XB_F_EMUINFO_NORMAL_EXIT]), 0x7f00deadbe00ull);
+	b.len = (size_t)off[XB_F_DBGINFO_SIZE];
+	struct xb_codemap cm = { 0 };
+	CHECK(xb_codemap_parse_symfile(&cm, off, b.p, b.len, 0, 0) == 0, "parse: %s", xb_err());
+	CHECK(cm.n == 0, "%zu entries from an emulator record", cm.n);
+	CHECK(cm.frame_layout == 1, "frame_layout %d", cm.frame_layout);
+	CHECK(cm.normal_exit == 0x7f00deadbe00ull, "normal_exit %llx",
+	      (unsigned long long)cm.normal_exit);
+	xb_codemap_free(&cm);
+	b_u32(&b, 0, 7);
+	CHECK(xb_codemap_parse_symfile(&cm, off, b.p, b.len, 0, 0) < 0, "header 7 accepted");
+	xb_codemap_free(&cm);
+	free(b.p);
+}
+
+static void t_symfile_truncated(void)
+{
+	/* Every proper prefix of a valid module record is malformed: -1, never
+	 * a crash or a read past the end (exact-size heap copies; run under
+	 * ASan to be sure). */
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	struct buf b = module_symfile(off, BASE, "mymod", MYMOD, XB_ARRAY_SIZE(MYMOD));
+	int accepted = 0;
+	size_t first_accepted = 0;
+	for (unsigned flags = 0; flags <= XB_CM_FOLD_PROLOGUE; flags += XB_CM_FOLD_PROLOGUE) {
+		for (size_t len = 0; len < b.len; len++) {
+			uint8_t *copy = malloc(len ? len : 1);
+			memcpy(copy, b.p, len);
+			struct xb_codemap cm = { 0 };
+			int rc = xb_codemap_parse_symfile(&cm, off, copy, len, 0, flags);
+			if (rc != -1 && !accepted++)
+				first_accepted = len;
+			xb_codemap_free(&cm);
+			free(copy);
+		}
+	}
+	CHECK(accepted == 0,
+	      "%d truncated records accepted (returned 0), first: %zu of %zu bytes", accepted,
+	      first_accepted, b.len);
+	free(b.p);
+}
+
+static void t_symfile_garbage(void)
+{
+	/* Random bytes after a module header: no crash, no hang. */
+	const int64_t *off = jit_off();
+	if (!off) {
+		CHECK(0, "no table");
+		return;
+	}
+	uint32_t x = 12345;
+	for (int iter = 0; iter < 2000; iter++) {
+		size_t len = 4 + (size_t)(iter % 300);
+		uint8_t *p = malloc(len);
+		for (size_t i = 0; i < len; i++) {
+			x = x * 1103515245u + 12345u;
+			p[i] = (uint8_t)(x >> 16);
+		}
+		uint32_t one = 1;
+		memcpy(p, &one, 4);
+		struct xb_codemap cm = { 0 };
+		int rc = xb_codemap_parse_symfile(&cm, off, p, len, 0, (unsigned)iter & 1);
+		CHECK(rc == 0 || rc == -1, "iteration %d: rc %d", iter, rc);
+		for (size_t i = 0; i < cm.n; i++)
+			CHECK(cm.v[i].end > cm.v[i].start, "iteration %d: empty entry", iter);
+		xb_codemap_free(&cm);
+		free(p);
+	}
+}
+
+/* ---- xb_codemap_finish ------------------------------------------------ */
+
+static void add(struct xb_codemap *cm, uint64_t s, uint64_t e, const char *name, uint32_t seq)
+{
+	CHECK(xb_codemap_add(cm, s, e, name, strlen(name), seq) == 0, "add %s", name);
+}
+
+static void t_codemap_finish_overlaps(void)
+{
+	struct xb_codemap cm = { 0 };
+	/* Added in no particular order; seq 0 = newest. */
+	add(&cm, 500, 600, "e", 0);
+	add(&cm, 100, 200, "a-old", 1);
+	add(&cm, 150, 250, "b-new", 0);       /* overlaps a-old: a-old dropped */
+	add(&cm, 300, 400, "c-old", 2);
+	add(&cm, 300, 400, "c", 0);           /* same range: newer wins */
+	add(&cm, 550, 560, "f-old-inside", 3); /* inside newer e: dropped */
+	add(&cm, 700, 800, "g-old", 5);
+	add(&cm, 720, 730, "h-newer-inside", 1); /* newer inside older: older dropped */
+	add(&cm, 900, 1000, "i", 4);
+	add(&cm, 1000, 1100, "j", 4);         /* adjacent, no overlap: both kept */
+	add(&cm, 1200, 1200, "empty", 0);     /* empty: never added */
+	add(&cm, 1300, 1250, "backwards", 0); /* end < start: never added */
+	CHECK(cm.n == 10, "%zu entries added, want 10 (empty ranges must be ignored)", cm.n);
+	xb_codemap_finish(&cm);
+	static const struct {
+		uint64_t s, e;
+		const char *name;
+	} want[] = { { 150, 250, "b-new" }, { 300, 400, "c" }, { 500, 600, "e" },
+		     { 720, 730, "h-newer-inside" }, { 900, 1000, "i" }, { 1000, 1100, "j" } };
+	CHECK(cm.n == XB_ARRAY_SIZE(want), "%zu entries after finish, want %zu", cm.n,
+	      XB_ARRAY_SIZE(want));
+	for (size_t i = 0; i < cm.n && i < XB_ARRAY_SIZE(want); i++)
+		CHECK(cm.v[i].start == want[i].s && cm.v[i].end == want[i].e &&
+			      strcmp(cm.v[i].name, want[i].name) == 0,
+		      "entry %zu: %llu-%llu %s, want %llu-%llu %s", i,
+		      (unsigned long long)cm.v[i].start, (unsigned long long)cm.v[i].end, cm.v[i].name,
+		      (unsigned long long)want[i].s, (unsigned long long)want[i].e, want[i].name);
+	CHECK(cm.dropped == 4, "dropped %zu, want 4", cm.dropped);
+	CHECK(cm.code_low == 150 && cm.code_high == 1100, "span %llu-%llu",
+	      (unsigned long long)cm.code_low, (unsigned long long)cm.code_high);
+	for (size_t i = 1; i < cm.n; i++)
+		CHECK(cm.v[i].start >= cm.v[i - 1].end, "overlap left at %zu", i);
+	const struct xb_code *c;
+	CHECK((c = xb_codemap_find(&cm, 150)) && strcmp(c->name, "b-new") == 0, "find 150");
+	CHECK((c = xb_codemap_find(&cm, 249)) && strcmp(c->name, "b-new") == 0, "find 249");
+	CHECK(xb_codemap_find(&cm, 250) == NULL, "find 250 (end is exclusive)");
+	CHECK(xb_codemap_find(&cm, 120) == NULL, "find 120 (dropped a-old)");
+	CHECK((c = xb_codemap_find(&cm, 555)) && strcmp(c->name, "e") == 0, "find 555");
+	CHECK(xb_codemap_find(&cm, 750) == NULL, "find 750 (dropped g-old)");
+	CHECK((c = xb_codemap_find(&cm, 1000)) && strcmp(c->name, "j") == 0, "find 1000");
+	CHECK(xb_codemap_find(&cm, 0) == NULL && xb_codemap_find(&cm, 5000) == NULL, "find outside");
+	xb_codemap_free(&cm);
+	CHECK(cm.n == 0 && cm.v == NULL, "free");
+}
+
+static void t_codemap_finish_empty(void)
+{
+	struct xb_codemap cm = { 0 };
+	xb_codemap_finish(&cm);
+	CHECK(cm.n == 0 && cm.code_low == 0 && cm.code_high == 0, "empty map");
+	CHECK(xb_codemap_find(&cm, 1) == NULL, "find in empty map");
+	xb_codemap_free(&cm);
+}
+
+static void t_perfmap_print(void)
+{
+	struct xb_codemap cm = { 0 };
+	add(&cm, 0x7f0000001000ull, 0x7f0000001040ull, "m:'a b'/1", 0);
+	add(&cm, 0x10, 0x20, "m::codeHeader", 0);
+	xb_codemap_finish(&cm);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f && xb_perfmap_print(&cm, f) == 0, "print failed");
+	if (f)
+		fclose(f);
+	CHECK(text && strcmp(text, "10 10 m::codeHeader\n7f0000001000 40 m:'a b'/1\n") == 0,
+	      "got \"%s\"", text ? text : "(null)");
+	free(text);
+	xb_codemap_free(&cm);
+}
+
+int main(int argc, char **argv)
+{
+	filter = argc > 1 ? argv[1] : NULL;
+	run_case("atom_quote_plain", t_quote_plain);
+	run_case("atom_quote_uppercase_first", t_quote_uppercase_first);
+	run_case("atom_quote_underscore_digit_first", t_quote_underscore_digit_first);
+	run_case("atom_quote_space_and_punctuation", t_quote_space_and_punct);
+	run_case("atom_quote_escapes", t_quote_escapes);
+	run_case("atom_quote_empty", t_quote_empty);
+	run_case("atom_quote_latin1_lowercase_utf8", t_quote_latin1_lowercase_utf8);
+	run_case("atom_quote_latin1_uppercase_first", t_quote_latin1_uppercase_first);
+	run_case("atom_quote_3byte_utf8", t_quote_3byte_utf8);
+	run_case("atom_quote_c1_control", t_quote_c1_control);
+	run_case("atom_quote_reserved_words", t_quote_reserved_words);
+	run_case("atom_quote_truncation", t_quote_truncation);
+	run_case("format_pid", t_format_pid);
+	run_case("parse_pid", t_parse_pid);
+	run_case("maps_parse", t_maps_parse);
+	run_case("maps_parse_edge_cases", t_maps_parse_edge);
+	run_case("symfile_offsets_otp25", t_symfile_offsets_otp25);
+	run_case("symfile_nofold", t_symfile_nofold);
+	run_case("symfile_fold", t_symfile_fold);
+	run_case("symfile_fold_unpaired_prologue", t_symfile_fold_unpaired);
+	run_case("symfile_emulator_record", t_symfile_emulator_record);
+	run_case("symfile_truncated", t_symfile_truncated);
+	run_case("symfile_garbage", t_symfile_garbage);
+	run_case("codemap_finish_overlaps", t_codemap_finish_overlaps);
+	run_case("codemap_finish_empty", t_codemap_finish_empty);
+	run_case("perfmap_print", t_perfmap_print);
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
