@@ -36,6 +36,9 @@ BUILD_CXXFLAGS="-g -O2"
 SOURCES_FILE=/etc/apt/sources.list.d/extrospect-beam-src.sources
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 STOCK_ROOT=/usr/lib/erlang
+# Bump when the way VMs are built changes: VMs whose info has another recipe
+# are rebuilt on the next run.
+RECIPE=2
 
 # sizeof(Process) of Debian's stock OTP 25.2.3 beam.smp (erts 13.1.5): the element
 # size of its erts_proc table (see /work/shared/beam-notes.md).  Our DWARF builds
@@ -315,31 +318,71 @@ ensure_source() {
         tail -n 30 "$LOGS/otp$major-source.log" | sed 's/^/    /' >&2
         die "OTP $major: no source version could be downloaded"
     }
-    dsc=$SRC/erlang_${SRC_VERSION#*:}.dsc
+    extract_source "$major" "$SRC_VERSION"
+    stage_end
+}
+
+# extract_source MAJOR VERSION: (re)create $SRC/otp-MAJOR from the downloaded
+# source package of VERSION.
+extract_source() {
+    local major=$1 version=$2 tree=$SRC/otp-$1 dsc
+    dsc=$SRC/erlang_${version#*:}.dsc
     [[ -f $dsc ]] || die "expected $dsc after download"
     rm -rf "$tree" "$tree.tmp"
     log "OTP $major: extracting $(basename "$dsc") (dpkg-source -x applies Debian's patches)"
     run "otp$major-source" dpkg-source -x "$dsc" "$tree.tmp"
-    printf '%s\n' "$SRC_VERSION" >"$tree.tmp/.extrospect-source"
+    printf '%s\n' "$version" >"$tree.tmp/.extrospect-source"
     mv "$tree.tmp" "$tree"
-    stage_end
+}
+
+# Debian's GEN_OPT_FLGS for this source (debian/rules passes it to make).  It
+# replaces the -O2 in CFLAGS for most erts C files; upstream's default is
+# "-O3 -fno-omit-frame-pointer", so without it our code (inlining, frame
+# pointers in C) would differ from Debian's beam.smp.  $(OPTIMIZATION) is -O2
+# on amd64 (-O1 only on armel).
+debian_gen_opt_flgs() {
+    local tree=$1 raw
+    raw=$(sed -n -E 's/^GEN_OPT_FLGS[[:space:]]*[:+]?=[[:space:]]*//p' "$tree/debian/rules" | tail -n1)
+    # shellcheck disable=SC2016  # literal make variable references
+    raw=${raw//'$(OPTIMIZATION)'/-O2}
+    # shellcheck disable=SC2016
+    raw=${raw//'$(SSE2)'/}
+    raw=$(printf '%s' "$raw" | tr -s ' ' | sed 's/^ //; s/ $//')
+    if [[ -z $raw || $raw == *'$'* ]]; then
+        warn "could not read GEN_OPT_FLGS from $tree/debian/rules (got '$raw'); using -O2"
+        raw=-O2
+    fi
+    printf '%s\n' "$raw"
 }
 
 # configure_tree MAJOR ARGS...: run ./configure in $SRC/otp-MAJOR unless it was
-# already run there with the same arguments.
+# already run there with the same arguments and build flags.  A tree configured
+# or built with other flags is re-extracted first, so no stale objects survive.
+# Sets GEN_OPT (the GEN_OPT_FLGS to pass to make).
 configure_tree() {
-    local major=$1 tree=$SRC/otp-$1
+    local major=$1 tree=$SRC/otp-$1 sig version
     shift
-    local sig="CFLAGS=$BUILD_CFLAGS CXXFLAGS=$BUILD_CXXFLAGS $*"
-    if [[ -f $tree/.extrospect-configured && $(cat "$tree/.extrospect-configured") == "$sig" ]]; then
-        log "OTP $major: already configured"
-        return 0
+    GEN_OPT=$(debian_gen_opt_flgs "$tree")
+    sig="CFLAGS=$BUILD_CFLAGS CXXFLAGS=$BUILD_CXXFLAGS GEN_OPT_FLGS=$GEN_OPT $*"
+    if [[ -f $tree/.extrospect-configured ]]; then
+        if [[ $(cat "$tree/.extrospect-configured") == "$sig" ]]; then
+            log "OTP $major: already configured (GEN_OPT_FLGS=\"$GEN_OPT\")"
+            return 0
+        fi
+        version=$(cat "$tree/.extrospect-source")
+        log "OTP $major: build flags changed since the last build; starting from a fresh tree"
+        if [[ -f $SRC/erlang_${version#*:}.dsc ]]; then
+            extract_source "$major" "$version"
+        else
+            rm -rf "$tree"
+            ensure_source "$major"
+        fi
     fi
-    rm -f "$tree/.extrospect-configured"
     log "OTP $major: ./configure $*"
     new_log "otp$major-configure"
     run "otp$major-configure" env -C "$tree" ERL_TOP="$tree" \
         CFLAGS="$BUILD_CFLAGS" CXXFLAGS="$BUILD_CXXFLAGS" ./configure "$@"
+    log "OTP $major: make will use GEN_OPT_FLGS=\"$GEN_OPT\" (from debian/rules)"
     printf '%s\n' "$sig" >"$tree/.extrospect-configured"
 }
 
@@ -362,14 +405,15 @@ process_size() {
     sed -n 's/^\$[0-9]* = \([0-9]*\)$/\1/p' <<<"$out" | head -n1
 }
 
-# Compare the sizes of the data objects both binaries export in .dynsym.
-# Prints "COMMON DIFFERENT".
-dynsym_object_diff() {
-    local a b
-    a=$(readelf --dyn-syms -W "$1" | awk '$4 == "OBJECT" && $7 != "UND" { print $8, $3 }' | sort -u)
-    b=$(readelf --dyn-syms -W "$2" | awk '$4 == "OBJECT" && $7 != "UND" { print $8, $3 }' | sort -u)
-    join <(printf '%s\n' "$a") <(printf '%s\n' "$b") |
-        awk '{ n++; if ($2 != $3) d++ } END { printf "%d %d\n", n, d }'
+# Compare the symbols both binaries define in .dynsym (TYPE is OBJECT or FUNC).
+# Prints "COMMON SIZE-DIFFERENCES ONLY-IN-ONE".
+dynsym_diff() {
+    local type=$1 a b
+    a=$(readelf --dyn-syms -W "$2" | awk -v t="$type" '$4 == t && $7 != "UND" { print $8, $3 }' | sort -u)
+    b=$(readelf --dyn-syms -W "$3" | awk -v t="$type" '$4 == t && $7 != "UND" { print $8, $3 }' | sort -u)
+    join -a1 -a2 -e MISSING -o 0,1.2,2.2 <(printf '%s\n' "$a") <(printf '%s\n' "$b") |
+        awk '$2 == "MISSING" || $3 == "MISSING" { o++; next } { n++; if ($2 != $3) d++ }
+             END { printf "%d %d %d\n", n, d, o }'
 }
 
 # boot_check NAME ERL EXPECTED_FLAVOR EXPECTED_BEAM EXPECTED_ROOT
@@ -412,7 +456,7 @@ info_get() { sed -n "s/^$2=//p" "$1/info" | head -n1; }
 write_info() {
     local dir=$1
     shift
-    printf '%s\n' "$@" >"$dir/info.tmp"
+    printf '%s\n' "$@" "recipe=$RECIPE" >"$dir/info.tmp"
     mv "$dir/info.tmp" "$dir/info"
 }
 
@@ -441,7 +485,7 @@ fix_rootdir() {
 # --------------------------------------------------------------------------
 # OTP 25: emu and jit beams with DWARF in copies of Debian's erlang-base
 
-OTP25_SOURCE=
+OTP25_SOURCE='' OTP25_GEN_OPT=''
 otp25_prepare() {
     [[ -n $OTP25_SOURCE ]] && return 0
     ensure_source 25
@@ -457,17 +501,19 @@ otp25_prepare() {
         warn "building from erlang $OTP25_SOURCE but erlang-base $inst is installed (same erts $erts_vsn)"
     stage_begin "OTP 25: configure"
     configure_tree 25 "${SLIM_OPTS[@]}" "${DEBIAN_MATCH_OPTS[@]}"
+    OTP25_GEN_OPT=$GEN_OPT
     stage_end
 }
 
 build_otp25_vm() {   # FLAVOR (emu|jit)
     local flavor=$1 name=otp25-$1-dwarf dir=$VMS/otp25-$1-dwarf
-    local tree beam psize erts_dir diff
+    local tree beam psize erts_dir stock o_common o_diff o_only f_common f_diff f_only
     otp25_prepare
     tree=$SRC/otp-25
     stage_begin "$name: build beam ($flavor)"
     new_log "$name-make"
-    run "$name-make" env ERL_TOP="$tree" make -C "$tree/erts/emulator" -j"$JOBS" FLAVOR="$flavor" opt
+    run "$name-make" env ERL_TOP="$tree" make -C "$tree/erts/emulator" -j"$JOBS" \
+        FLAVOR="$flavor" GEN_OPT_FLGS="$OTP25_GEN_OPT" opt
     beam=$(glob_one "$tree"/bin/*/beam."$flavor") || die "$name: built binary bin/*/beam.$flavor not found"
     [[ $(debug_kind "$beam") == dwarf ]] || die "$name: $beam has no .debug_info"
     psize=$(process_size "$beam")
@@ -488,13 +534,17 @@ build_otp25_vm() {   # FLAVOR (emu|jit)
     install -m 0755 "$beam" "$erts_dir/bin/beam.smp"
     [[ $(debug_kind "$erts_dir/bin/beam.smp") == dwarf ]] || die "$name: installed beam.smp lost .debug_info"
     boot_check "$name" "$dir/bin/erl" "$flavor" "$erts_dir/bin/beam.smp" "$dir"
-    # Layout cross-check against Debian's stripped beam.smp: sizes of the data
-    # objects both export.  Expected 0 differences for the jit flavour (the
-    # stock VM is jit); the emu flavour has other emulator-loop globals.
-    diff=$(dynsym_object_diff "$erts_dir/bin/beam.smp" "$STOCK_ROOT/$(basename "$erts_dir")/bin/beam.smp")
-    log "$name: dynsym data objects shared with stock beam.smp: ${diff% *}, size differences: ${diff#* }"
-    if [[ $flavor == jit && ${diff#* } != 0 ]]; then
-        warn "$name: ${diff#* } exported data objects differ in size from Debian's beam.smp"
+    # Cross-check against Debian's stripped beam.smp: sizes of the data objects
+    # and functions both export.  For the jit flavour (the stock VM is jit) we
+    # expect no differences at all; the emu flavour differs by design (Export
+    # entries, emulator-loop tables and code).
+    stock=$STOCK_ROOT/$(basename "$erts_dir")/bin/beam.smp
+    read -r o_common o_diff o_only < <(dynsym_diff OBJECT "$erts_dir/bin/beam.smp" "$stock")
+    read -r f_common f_diff f_only < <(dynsym_diff FUNC "$erts_dir/bin/beam.smp" "$stock")
+    log "$name: vs stock beam.smp .dynsym: data objects $o_common common / $o_diff size diffs / $o_only in one only;" \
+        "functions $f_common / $f_diff / $f_only"
+    if [[ $flavor == jit && "$o_diff $o_only $f_diff $f_only" != "0 0 0 0" ]]; then
+        warn "$name: exported symbols differ from Debian's beam.smp (objects: $o_diff sizes, $o_only unmatched; functions: $f_diff sizes, $f_only unmatched)"
     fi
     write_info "$dir" \
         "name=$name" \
@@ -508,8 +558,13 @@ build_otp25_vm() {   # FLAVOR (emu|jit)
         "root=$dir" \
         "source=$OTP25_SOURCE" \
         "process_size=$psize" \
-        "stock_dynsym_objects=${diff% *}" \
-        "stock_dynsym_object_size_diffs=${diff#* }" \
+        "gen_opt_flgs=$OTP25_GEN_OPT" \
+        "stock_dynsym_objects=$o_common" \
+        "stock_dynsym_object_size_diffs=$o_diff" \
+        "stock_dynsym_objects_unmatched=$o_only" \
+        "stock_dynsym_functions=$f_common" \
+        "stock_dynsym_function_size_diffs=$f_diff" \
+        "stock_dynsym_functions_unmatched=$f_only" \
         "built=$(ts)"
     stage_end
 }
@@ -536,12 +591,12 @@ build_full_vm() {   # MAJOR
     stage_end
     stage_begin "$name: make -j$JOBS (apps: erts ${apps[*]})"
     new_log "$name-make"
-    run "$name-make" env ERL_TOP="$tree" make -C "$tree" -j"$JOBS"
+    run "$name-make" env ERL_TOP="$tree" make -C "$tree" -j"$JOBS" GEN_OPT_FLGS="$GEN_OPT"
     stage_end
     stage_begin "$name: make install"
     rm -rf "$dir"
     new_log "$name-install"
-    run "$name-install" env ERL_TOP="$tree" make -C "$tree" install
+    run "$name-install" env ERL_TOP="$tree" make -C "$tree" GEN_OPT_FLGS="$GEN_OPT" install
     root=$dir/lib/erlang
     erts_dir=$(glob_one "$root"/erts-*) || die "$name: expected one erts-* in $root"
     beam=$erts_dir/bin/beam.smp
@@ -561,6 +616,7 @@ build_full_vm() {   # MAJOR
         "erl=$dir/bin/erl" \
         "root=$root" \
         "source=$source" \
+        "gen_opt_flgs=$GEN_OPT" \
         "process_size=$psize" \
         "built=$(ts)"
     stage_end
@@ -637,6 +693,7 @@ esac
 vm_done() {
     local d=$VMS/$1 base
     [[ -f $d/info && -x $(info_get "$d" erl) && -f $(info_get "$d" beam) ]] || return 1
+    [[ $(info_get "$d" recipe) == "$RECIPE" ]] || return 1
     if [[ $1 == *-stripped ]]; then
         base=$VMS/${1%-stripped}
         [[ -f $base/info && $(info_get "$base" built) == "$(info_get "$d" stripped_from_built)" ]] || return 1

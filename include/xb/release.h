@@ -9,6 +9,7 @@
 #ifndef XB_RELEASE_H
 #define XB_RELEASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,7 +41,12 @@ enum xb_field {
 	XB_F_INDEXTAB_ENTRIES,
 	XB_F_INDEXTAB_SEG_TABLE,
 	XB_F_ATOM_LEN,
-	XB_F_ATOM_NAME,
+	XB_F_ATOM_NAME,    /* byte *name (up to OTP 28) */
+	XB_F_ATOM_BIN,     /* u.bin: the text as a binary term (OTP 29) */
+	/* erts/emulator/beam/erl_bits.h (OTP 27+): ErlHeapBits, ErlSubBits */
+	XB_F_HEAPBITS_DATA,
+	XB_F_SUBBITS_BASE_FLAGS,
+	XB_F_SUBBITS_START,
 	/* erts/emulator/beam/beam_ranges.c: struct ranges, Range */
 	XB_F_RANGES_SIZE,
 	XB_F_RANGES_MODULES,
@@ -90,7 +96,8 @@ enum xb_field {
 };
 
 struct xb_field_spec {
-	const char *type;   /* DWARF struct/union tag or typedef name */
+	const char *type;   /* DWARF struct/union tag or typedef name; '|' separates
+			     * names a type had in different releases */
 	const char *member; /* dotted path; "" = sizeof(type) */
 	const char *source; /* OTP source file, for messages */
 	int jit_only;
@@ -130,10 +137,18 @@ struct xb_release {
 	int num_code_ix;          /* ERTS_NUM_CODE_IX (code_ix.h) */
 	int pid_num_bits, pid_ser_bits; /* erl_term.h _PID_NUM_SIZE, _PID_SER_SIZE */
 	struct xb_release_flavor emu, jit;
+	/* Names of scheduler threads, printf formats with one %d: normal,
+	 * dirty CPU, dirty I/O (erl_process.c, erts_snprintf(opts.name, ...));
+	 * the kernel keeps the first 15 characters. */
+	const char *thread_fmt[3];
 	/* Symbols we look up, by role.  See src/attach/symbols.c. */
 	const char *sym_ranges;   /* static `r` in beam_ranges.c */
 	const char *sym_ranges_refs; /* comma list of functions whose code references it */
 };
+
+/* Does thread name COMM match FMT ("%d_scheduler", "erts_sched_%d"),
+ * allowing the kernel's truncation?  Sets *no. */
+bool xb_thread_name_match(const char *fmt, const char *comm, int *no);
 
 /* NULL-terminated list of all compiled-in tables. */
 extern const struct xb_release *const xb_releases[];

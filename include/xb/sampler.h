@@ -45,6 +45,9 @@ struct xb_sampler_opts {
 	bool include_kernel;
 	bool force_software;  /* skip the hardware cycles attempt */
 	unsigned wakeup;      /* samples per wakeup; 0 = drain on a timer (default) */
+	/* Classifies threads by name ('s', 'c', 'i', 'o'; see vm.h). */
+	char (*thread_kind)(const void *arg, const char *comm, int *no);
+	const void *thread_kind_arg;
 };
 
 struct xb_sampler {

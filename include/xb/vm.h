@@ -24,6 +24,7 @@ struct xb_vm_syms {
 	uint64_t dirty_cpu_data_ptr, dirty_io_data_ptr; /* erts_aligned_dirty_{cpu,io}_scheduler_data */
 	uint64_t no_schedulers;   /* erts_no_schedulers (Uint) */
 	uint64_t jit_desc;        /* __jit_debug_descriptor */
+	const char *jit_desc_how; /* "symbol" or "discovered" */
 	uint64_t ranges;          /* static `r` in beam_ranges.c */
 	const char *ranges_how;   /* how `r` was found */
 	uint64_t active_code_ix;  /* the_active_code_index (erts_atomic32_t) */
@@ -51,11 +52,16 @@ struct xb_vm {
 	int64_t off[XB_F_COUNT];
 	struct xb_regroles regs;
 	int num_code_ix, pid_num_bits, pid_ser_bits;
+	const char *thread_fmt[3]; /* scheduler thread names (release table) */
 	struct xb_vm_syms sym;
 	struct xb_atom_cache atoms;
 	uint64_t sched_base, sched_count; /* cached scheduler data array */
 	uint64_t alive_checked_ns;
 };
+
+/* Kind of a VM thread from its name: 's' scheduler, 'c' dirty CPU, 'i'
+ * dirty I/O (with *no = N), or 'o'. */
+char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no);
 
 /* Attach (read-only).  On error, xb_err() holds a one-line message that
  * names the problem and the fix. */
@@ -78,6 +84,10 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr);
 /* Same for dirty schedulers: kind 'c' (cpu) or 'i' (io), N 1-based. */
 int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr);
+
+/* Find unnamed globals by their contents (see discover.c); the counts are
+ * the VM's scheduler threads of each kind. */
+void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io);
 
 /* Find the static `r` of beam_ranges.c through the code of an exported
  * function that references it (no DWARF, no .symtab).  Exposed for tests. */

@@ -185,9 +185,21 @@ size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struc
 	return n;
 }
 
+/* Native functions reached through a JIT fragment whose only job is to
+ * call them: on a stripped OTP 29 beam the C function has no name left,
+ * but the fragment (named by the JIT itself) still marks the spot. */
+static const struct {
+	const char *fn, *fragment;
+} jit_aliases[] = {
+	{ "erts_garbage_collect", "global::garbage_collect" }, /* beam_asm_global.cpp */
+};
+
 bool xb_blame_match(const char *fn, const char *sym)
 {
 	size_t n = strlen(fn);
+	for (size_t i = 0; i < XB_ARRAY_SIZE(jit_aliases); i++)
+		if (strcmp(fn, jit_aliases[i].fn) == 0 && strcmp(sym, jit_aliases[i].fragment) == 0)
+			return true;
 	if (strcmp(fn, sym) == 0)
 		return true;
 	if (strncmp(fn, sym, n) == 0 && sym[n] == '_' && sym[n + 1])
@@ -210,7 +222,8 @@ size_t xb_profile_blame(const struct xb_profile *p, const char *fn, struct xb_ro
 		return 0;
 	}
 	for (size_t i = 0; i < p->nnames; i++)
-		hit[i] = p->names[i].kind == XB_FK_NATIVE && xb_blame_match(fn, p->names[i].name);
+		hit[i] = (p->names[i].kind == XB_FK_NATIVE || p->names[i].kind == XB_FK_JIT) &&
+			 xb_blame_match(fn, p->names[i].name);
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
 		bool found = false;

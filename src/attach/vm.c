@@ -120,6 +120,7 @@ static void resolve_symbols(struct xb_vm *vm)
 	s->dirty_cpu_data_ptr = sym(vm, "erts_aligned_dirty_cpu_scheduler_data");
 	s->dirty_io_data_ptr = sym(vm, "erts_aligned_dirty_io_scheduler_data");
 	s->jit_desc = sym(vm, "__jit_debug_descriptor");
+	s->jit_desc_how = s->jit_desc ? "symbol" : NULL;
 	s->active_code_ix = sym(vm, "the_active_code_index");
 	s->normal_exit_ptr = sym(vm, "beam_normal_exit");
 	s->frame_layout = sym(vm, "erts_frame_layout");
@@ -135,6 +136,41 @@ static void resolve_symbols(struct xb_vm *vm)
 		s->ranges = xb_vm_find_ranges_by_refs(vm);
 		s->ranges_how = s->ranges ? "code references" : "not found";
 	}
+}
+
+/* Scheduler threads by kind, named as the release table says. */
+char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no)
+{
+	static const char kinds[3] = { 's', 'c', 'i' };
+	for (int k = 0; k < 3; k++)
+		if (vm->thread_fmt[k] && xb_thread_name_match(vm->thread_fmt[k], comm, no))
+			return kinds[k];
+	*no = 0;
+	return 'o';
+}
+
+static void count_sched_threads(const struct xb_vm *vm, pid_t pid, int n[3])
+{
+	n[0] = n[1] = n[2] = 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char cp[320];
+		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+		char *comm = xb_slurp(cp, NULL);
+		int no;
+		char kind = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
+		n[0] += kind == 's';
+		n[1] += kind == 'c';
+		n[2] += kind == 'i';
+		free(comm);
+	}
+	if (d)
+		closedir(d);
 }
 
 static int pick_table(struct xb_vm *vm)
@@ -155,6 +191,7 @@ static int pick_table(struct xb_vm *vm)
 		vm->num_code_ix = vm->rel->num_code_ix;
 		vm->pid_num_bits = vm->rel->pid_num_bits;
 		vm->pid_ser_bits = vm->rel->pid_ser_bits;
+		memcpy(vm->thread_fmt, vm->rel->thread_fmt, sizeof(vm->thread_fmt));
 		if (have_dwarf) {
 			/* DWARF describes this very binary: it wins, and a
 			 * disagreement is reported (the table may be for a
@@ -180,6 +217,7 @@ static int pick_table(struct xb_vm *vm)
 		vm->num_code_ix = latest->num_code_ix;
 		vm->pid_num_bits = latest->pid_num_bits;
 		vm->pid_ser_bits = latest->pid_ser_bits;
+		memcpy(vm->thread_fmt, latest->thread_fmt, sizeof(vm->thread_fmt));
 		if (vm->flavor == XB_FLAVOR_EMU) {
 			int r;
 			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
@@ -269,6 +307,12 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	if (vm->off[XB_F_PROC_SIZE] == XB_NOFIELD)
 		return xb_fail("release table for erts %s lacks struct process; regenerate it", vm->erts);
 	resolve_symbols(vm);
+	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr ||
+	    (vm->flavor == XB_FLAVOR_JIT && !vm->sym.jit_desc)) {
+		int nth[3];
+		count_sched_threads(vm, pid, nth);
+		xb_vm_discover(vm, nth[0], nth[1], nth[2]);
+	}
 	return 0;
 }
 
@@ -314,6 +358,43 @@ void xb_vm_detach(struct xb_vm *vm)
 #define MAX_ATOM_BYTES 1020 /* MAX_ATOM_SZ_LIMIT: 255 characters * 4 bytes */
 #define INDEX_PAGE_SHIFT 10 /* index.h */
 
+/* OTP 29 keeps an atom's text as a binary literal (atom.c,
+ * erts_atom_get_name: ERTS_GET_BITSTRING of Atom.u.bin): a heap binary
+ * (ErlHeapBits) for short names, a sub-binary (ErlSubBits) otherwise. */
+#define HEADER_TAG_MASK 0x3f       /* erl_term.h _TAG_HEADER_MASK */
+#define TAG_HEADER_HEAP_BITS 0x20  /* erl_term.h (OTP 27+) HEAP_BITS_SUBTAG */
+#define TAG_HEADER_SUB_BITS 0x24   /* erl_term.h (OTP 27+) SUB_BITS_SUBTAG */
+#define SUB_BITS_FLAG_MASK 3       /* erl_bits.h ERL_SUB_BITS_FLAG_MASK */
+
+static int atom_text_from_binary(struct xb_vm *vm, uint64_t slot, uint64_t *text)
+{
+	uint64_t bin, hdr;
+	if (xb_off(vm, XB_F_ATOM_BIN) == XB_NOFIELD)
+		return xb_fail("release table has no atom text field");
+	if (xb_read_u64(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_BIN), &bin) < 0)
+		return -1;
+	if ((bin & 3) != 2) /* TAG_PRIMARY_BOXED */
+		return xb_fail("atom text is not a boxed binary");
+	uint64_t p = bin & ~(uint64_t)3;
+	if (xb_read_u64(&vm->mem, p, &hdr) < 0)
+		return -1;
+	if ((hdr & HEADER_TAG_MASK) == TAG_HEADER_HEAP_BITS && xb_off(vm, XB_F_HEAPBITS_DATA) >= 0) {
+		*text = p + (uint64_t)xb_off(vm, XB_F_HEAPBITS_DATA);
+		return 0;
+	}
+	if ((hdr & HEADER_TAG_MASK) == TAG_HEADER_SUB_BITS && xb_off(vm, XB_F_SUBBITS_BASE_FLAGS) >= 0) {
+		uint64_t base, start;
+		if (xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_SUBBITS_BASE_FLAGS), &base) < 0 ||
+		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_SUBBITS_START), &start) < 0)
+			return -1;
+		if (start % 8)
+			return xb_fail("atom text not byte aligned");
+		*text = (base & ~(uint64_t)SUB_BITS_FLAG_MASK) + start / 8;
+		return 0;
+	}
+	return xb_fail("atom text: unexpected binary header 0x%llx", (unsigned long long)hdr);
+}
+
 int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_t *outlen)
 {
 	if (!xb_is_atom(term) || !vm->sym.atom_table)
@@ -330,9 +411,14 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 	if (xb_read_u64(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_SEG_TABLE), &seg) < 0 ||
 	    xb_read_u64(&vm->mem, seg + (ix >> INDEX_PAGE_SHIFT) * 8, &seg) < 0 ||
 	    xb_read_u64(&vm->mem, seg + (ix & ((1u << INDEX_PAGE_SHIFT) - 1)) * 8, &slot) < 0 ||
-	    xb_read(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_LEN), &alen, sizeof(alen)) < 0 ||
-	    xb_read_u64(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_NAME), &name) < 0)
+	    xb_read(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_LEN), &alen, sizeof(alen)) < 0)
 		return -1;
+	if (xb_off(vm, XB_F_ATOM_NAME) != XB_NOFIELD) {
+		if (xb_read_u64(&vm->mem, slot + (uint64_t)xb_off(vm, XB_F_ATOM_NAME), &name) < 0)
+			return -1;
+	} else if (atom_text_from_binary(vm, slot, &name) < 0) {
+		return -1;
+	}
 	if (alen < 0 || alen > MAX_ATOM_BYTES || (size_t)alen >= len)
 		return xb_fail("implausible atom length %d", alen);
 	if (xb_read(&vm->mem, name, buf, (size_t)alen) < 0)
@@ -403,9 +489,9 @@ int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr)
 {
 	/* Both are set once at boot (erl_process.c init_scheduler_data). */
 	uint64_t base = vm->sched_base, nsched = vm->sched_count;
-	if (!vm->sym.sched_data_ptr || !vm->sym.no_schedulers)
-		return xb_fail("scheduler data symbols not found");
-	if (!base && (xb_read_u64(&vm->mem, vm->sym.no_schedulers, &nsched) < 0 ||
+	if (!vm->sym.sched_data_ptr || (!vm->sym.no_schedulers && !nsched))
+		return xb_fail("scheduler data not found");
+	if (!base && ((!nsched && xb_read_u64(&vm->mem, vm->sym.no_schedulers, &nsched) < 0) ||
 		      xb_read_u64(&vm->mem, vm->sym.sched_data_ptr, &base) < 0))
 		return -1;
 	if (base && nsched && nsched <= 4096) {

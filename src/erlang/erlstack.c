@@ -360,6 +360,11 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		return;
 	}
 	out->read_ns = xb_now_ns();
+	if (xb_verbose >= 3)
+		xb_debug("jit: pc %llx (%s) in_jit %d E %llx stop %llx hend %llx rbp %llx\n",
+			 (unsigned long long)pc, here ? here->name : "?", in_jit, (unsigned long long)E,
+			 (unsigned long long)p.stop, (unsigned long long)p.hend,
+			 (unsigned long long)uw->regs[XB_PREG_BP]);
 	walk(st, s, E, p.hend, out);
 	out->status = XB_ES_OK;
 }

@@ -76,12 +76,13 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a)
 	a->disabled = 0;
 }
 
-static bool busy_thread(pid_t pid, pid_t tid)
+static bool busy_thread(struct xb_sampler *s, pid_t tid)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->pid, (int)tid);
 	char *comm = xb_slurp(path, NULL);
-	bool busy = comm && strstr(comm, "_sch") != NULL; /* N_scheduler, N_dirty_*_sch* */
+	int no;
+	bool busy = comm && s->o.thread_kind && s->o.thread_kind(s->o.thread_kind_arg, comm, &no) != 'o';
 	free(comm);
 	return busy;
 }
@@ -94,7 +95,7 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	if (fd < 0)
 		return -errno;
 	void *ring = MAP_FAILED;
-	size_t len = 0, pages = busy_thread(s->pid, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
+	size_t len = 0, pages = busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
 	for (; pages >= 2 && ring == MAP_FAILED; pages /= 2) {
 		len = (1 + pages) * s->page_size;
 		ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -131,23 +132,9 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 		snprintf(t->comm, sizeof(t->comm), "%s", comm);
 		free(comm);
 	}
-	/* erl_process.c names scheduler threads "N_scheduler", and dirty
-	 * ones "N_dirty_cpu_sch"/"N_dirty_io_sche" (15-char comm limit). */
-	int n;
-	char rest[20];
 	t->kind = 'o';
-	if (sscanf(t->comm, "%d_%19s", &n, rest) == 2) {
-		if (strcmp(rest, "scheduler") == 0) {
-			t->kind = 's';
-			t->sched_no = n;
-		} else if (strncmp(rest, "dirty_cpu", 9) == 0) {
-			t->kind = 'c';
-			t->sched_no = n;
-		} else if (strncmp(rest, "dirty_io", 8) == 0) {
-			t->kind = 'i';
-			t->sched_no = n;
-		}
-	}
+	if (s->o.thread_kind)
+		t->kind = s->o.thread_kind(s->o.thread_kind_arg, t->comm, &t->sched_no);
 	return 0;
 }
 

@@ -253,8 +253,11 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	if (c->o->pstack) {
 		if (s->thread >= 0 && (size_t)s->thread < c->nps) {
 			struct pstack_entry *pe = &c->ps[s->thread];
-			/* Prefer a sample running Erlang code. */
-			if (!pe->have || (pe->es.status != XB_ES_OK && es->status == XB_ES_OK)) {
+			/* Prefer a sample running Erlang code, and one whose
+			 * Erlang stack could be read (mid-GC it may not). */
+			int rank_old = !pe->have ? -1 : pe->es.status != XB_ES_OK ? 0 : pe->es.n ? 2 : 1;
+			int rank_new = es->status != XB_ES_OK ? 0 : es->n ? 2 : 1;
+			if (rank_new > rank_old) {
 				pe->have = true;
 				pe->es = *es;
 				pe->uw = uw;
@@ -284,6 +287,11 @@ static int parse_reg(const char *s)
 			return XB_PREG_R8 + (int)(k - 8);
 	}
 	return -2;
+}
+
+static char thread_kind(const void *vm, const char *comm, int *no)
+{
+	return xb_vm_thread_kind(vm, comm, no);
 }
 
 static void usage(FILE *f)
@@ -601,7 +609,7 @@ int main(int argc, char **argv)
 	struct xb_sampler smp;
 	struct xb_sampler_opts so = { .freq = o.freq, .period = o.period, .stack_bytes = o.user_stack,
 				      .include_kernel = o.include_kernel, .force_software = o.software,
-				      .wakeup = o.wakeup };
+				      .wakeup = o.wakeup, .thread_kind = thread_kind, .thread_kind_arg = &vm };
 	if (xb_sampler_open(&smp, pid, &so) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		return 1;

@@ -6,6 +6,7 @@
 #include "xb/dwarf_layout.h"
 #include "xb/release.h"
 
+#include <ctype.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -40,7 +41,78 @@ static int asm_reg(const char *name)
 	return XB_PREG_NONE;
 }
 
-/* `#define NAME <int>` in FILE */
+/* The value of `#define NAME EXPR` in FILE, where EXPR is an integer
+ * expression of + - * ( ) and other such macros (e.g. erl_term.h's
+ * `_PID_DATA_SIZE (ERTS_SIZEOF_TERM*8 - _TAG_IMMED1_SIZE)`).  We build
+ * for 64-bit x86 only: ERTS_SIZEOF_TERM is 8. */
+static long src_define(const char *src, const char *file, const char *name);
+
+struct expr {
+	const char *p, *src, *file;
+};
+
+static long expr_sum(struct expr *e);
+
+static long expr_atom(struct expr *e)
+{
+	while (*e->p == ' ' || *e->p == '\t')
+		e->p++;
+	if (*e->p == '(') {
+		e->p++;
+		long v = expr_sum(e);
+		while (*e->p == ' ')
+			e->p++;
+		if (*e->p == ')')
+			e->p++;
+		return v;
+	}
+	if (*e->p >= '0' && *e->p <= '9')
+		return strtol(e->p, (char **)&e->p, 0);
+	char id[128];
+	size_t n = 0;
+	while ((isalnum((unsigned char)*e->p) || *e->p == '_') && n + 1 < sizeof(id))
+		id[n++] = *e->p++;
+	id[n] = 0;
+	if (strcmp(id, "ERTS_SIZEOF_TERM") == 0)
+		return 8;
+	if (!n) {
+		fprintf(stderr, "xb-gen-release: cannot evaluate '%s'\n", e->p);
+		exit(1);
+	}
+	return src_define(e->src, e->file, id);
+}
+
+static long expr_prod(struct expr *e)
+{
+	long v = expr_atom(e);
+	for (;;) {
+		while (*e->p == ' ')
+			e->p++;
+		if (*e->p != '*')
+			return v;
+		e->p++;
+		v *= expr_atom(e);
+	}
+}
+
+static long expr_sum(struct expr *e)
+{
+	long v = expr_prod(e);
+	for (;;) {
+		while (*e->p == ' ')
+			e->p++;
+		if (*e->p == '+') {
+			e->p++;
+			v += expr_prod(e);
+		} else if (*e->p == '-') {
+			e->p++;
+			v -= expr_prod(e);
+		} else {
+			return v;
+		}
+	}
+}
+
 static long src_define(const char *src, const char *file, const char *name)
 {
 	char path[4096];
@@ -50,21 +122,20 @@ static long src_define(const char *src, const char *file, const char *name)
 		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
 		exit(1);
 	}
-	long v = -1;
-	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+	char *save = NULL;
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		char n[128];
-		long x;
-		if (sscanf(l, " # define %127s %ld", n, &x) == 2 && strcmp(n, name) == 0) {
-			v = x;
-			break;
+		int pos = 0;
+		if (sscanf(l, " # define %127s %n", n, &pos) == 1 && pos > 0 && strcmp(n, name) == 0) {
+			struct expr e = { l + pos, src, file };
+			long v = expr_sum(&e);
+			free(text);
+			return v;
 		}
 	}
 	free(text);
-	if (v < 0) {
-		fprintf(stderr, "xb-gen-release: no #define %s in %s\n", name, path);
-		exit(1);
-	}
-	return v;
+	fprintf(stderr, "xb-gen-release: no #define %s in %s\n", name, path);
+	exit(1);
 }
 
 /* `const x86::Gp NAME = x86::REG;` in jit/x86/beam_asm.hpp; the first
@@ -79,7 +150,8 @@ static int jit_reg(const char *src, const char *var)
 		exit(1);
 	}
 	int r = XB_PREG_NONE;
-	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+	char *save = NULL;
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		char n[64], reg[16];
 		if (sscanf(l, " const x86::Gp %63s = x86::%15[a-z0-9];", n, reg) == 2 &&
 		    strcmp(n, var) == 0) {
@@ -89,6 +161,42 @@ static int jit_reg(const char *src, const char *var)
 	}
 	free(text);
 	return r;
+}
+
+/* The scheduler thread name formats: the 2nd..4th
+ * `erts_snprintf(opts.name, sizeof(name), "...")` of erl_process.c
+ * (after the run-queue supervisor): normal, dirty cpu, dirty io. */
+static void thread_formats(const char *src, char fmt[3][64])
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/erts/emulator/beam/erl_process.c", src);
+	char *text = xb_slurp(path, NULL);
+	if (!text) {
+		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
+		exit(1);
+	}
+	int k = 0;
+	for (char *p = text; (p = strstr(p, "snprintf(opts.name, sizeof(name), \"")) && k < 4; p++) {
+		char *q = strchr(p, '"') + 1, *end = strchr(q, '"');
+		if (!end)
+			break;
+		if (strstr(q, "%") && strstr(q, "%") < end && k < 3) {
+			size_t n = (size_t)(end - q) < 63 ? (size_t)(end - q) : 63;
+			memcpy(fmt[k], q, n);
+			fmt[k][n] = 0;
+			char *lu = strstr(fmt[k], "%lu"); /* "%lu_scheduler" */
+			if (lu) {
+				lu[1] = 'd';
+				memmove(lu + 2, lu + 3, strlen(lu + 3) + 1);
+			}
+			k++;
+		}
+	}
+	free(text);
+	if (k < 3) {
+		fprintf(stderr, "xb-gen-release: scheduler thread names not found in %s\n", path);
+		exit(1);
+	}
 }
 
 static Dwarf *open_dwarf(const char *path)
@@ -179,6 +287,9 @@ int main(int argc, char **argv)
 	printf("\t.pid_ser_bits = %ld, /* erl_term.h _PID_DATA_SIZE - _PID_NUM_SIZE */\n", data - num);
 	print_flavor("emu", eoff, &eregs);
 	print_flavor("jit", joff, &jregs);
+	char tf[3][64];
+	thread_formats(src, tf);
+	printf("\t.thread_fmt = { \"%s\", \"%s\", \"%s\" }, /* erl_process.c */\n", tf[0], tf[1], tf[2]);
 	printf("\t.sym_ranges = \"r\", /* beam_ranges.c: static struct ranges r[] */\n");
 	printf("\t.sym_ranges_refs = \"erts_start_staging_ranges,erts_end_staging_ranges,"
 	       "erts_update_ranges,erts_lookup_function_info\",\n");

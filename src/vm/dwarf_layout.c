@@ -129,7 +129,16 @@ static bool type_matches(Dwarf_Die *d, const char *type)
 	if (!is_aggregate(tag) && tag != DW_TAG_typedef)
 		return false;
 	const char *n = dwarf_diename(d);
-	if (!n || strcmp(n, type) != 0)
+	if (!n)
+		return false;
+	size_t nl = strlen(n);
+	bool named = false;
+	for (const char *t = type; *t && !named;) {
+		size_t tl = strcspn(t, "|");
+		named = tl == nl && memcmp(t, n, nl) == 0;
+		t += tl + (t[tl] == '|');
+	}
+	if (!named)
 		return false;
 	Dwarf_Attribute a;
 	if (dwarf_attr(d, DW_AT_declaration, &a))

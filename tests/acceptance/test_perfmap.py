@@ -107,7 +107,7 @@ def snapshot_vm_and_ours(vm, ours_path, *tool_args):
 # --------------------------------------------------------------------------
 # a. JIT: compare with the VM's own +JPperf map
 
-@per_vm(flavor="jit", only=["stock", "otp25-jit-dwarf"])
+@per_vm(flavor="jit")
 def test_nofold_reproduces_vm_perf_map(target):
     with VM(target, ["+JPperf", "map"]) as vm:
         try:
@@ -124,7 +124,7 @@ def test_nofold_reproduces_vm_perf_map(target):
             remove_quietly(default_map_path(vm.pid))
 
 
-@per_vm(flavor="jit", only=["stock", "otp25-jit-dwarf"])
+@per_vm(flavor="jit")
 def test_fold_matches_folded_vm_perf_map(target):
     with VM(target, ["+JPperf", "map"]) as vm:
         try:
@@ -332,7 +332,7 @@ def test_refuses_foreign_owner(target):
             remove_quietly(path)
 
 
-@per_vm(flavor="jit", only=["stock", "otp25-jit-dwarf"])
+@per_vm(flavor="jit")
 def test_default_path_refused_when_vm_writes_it(target):
     with VM(target, ["+JPperf", "map"]) as vm:
         path = default_map_path(vm.pid)

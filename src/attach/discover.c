@@ -1,0 +1,183 @@
+/* discover.c - find the VM's globals when the binary does not name them.
+ *
+ * OTP 29 exports only its public API (enif_*, driver_*, erl_*), and a
+ * distribution's beam.smp is stripped of .symtab, so __jit_debug_descriptor,
+ * erts_atom_table and the scheduler data arrays have no name we can look
+ * up.  They are found here by their contents instead, in the beam's own
+ * writable data (.data/.bss): each candidate must pass checks that a
+ * random word cannot (a JIT registration chain that ends in the emulator
+ * record; an atom table whose atoms 0 and 1 are 'false' and 'true'; a
+ * scheduler array numbered 1..N).  A global that fails stays unknown: the
+ * features that need it say so, nothing guesses. */
+#define _GNU_SOURCE
+#include "xb/common.h"
+#include "xb/vm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DATA (64u << 20)
+
+struct region {
+	uint64_t start;
+	uint8_t *buf;
+	size_t len;
+};
+
+/* The beam's writable mappings, and the anonymous one right after them
+ * (.bss beyond the file). */
+static size_t data_regions(struct xb_vm *vm, struct region *out, size_t max)
+{
+	size_t n = 0;
+	const struct xb_maps *m = &vm->mem.maps;
+	for (size_t i = 0; i < m->n && n < max; i++) {
+		const struct xb_map *mp = &m->v[i];
+		bool beam = strcmp(mp->path, vm->exe) == 0;
+		bool bss = !beam && mp->path[0] == 0 && i > 0 && strcmp(m->v[i - 1].path, vm->exe) == 0 &&
+			   m->v[i - 1].end == mp->start;
+		if (!mp->readable || !mp->writable || (!beam && !bss))
+			continue;
+		size_t len = (size_t)(mp->end - mp->start);
+		if (len > MAX_DATA)
+			continue;
+		uint8_t *buf = malloc(len);
+		if (!buf || xb_read(&vm->mem, mp->start, buf, len) < 0) {
+			free(buf);
+			continue;
+		}
+		out[n++] = (struct region){ mp->start, buf, len };
+	}
+	return n;
+}
+
+static bool is_ptr(struct xb_vm *vm, uint64_t p)
+{
+	return p && p % 8 == 0 && xb_remote_readable(&vm->mem, p, 8);
+}
+
+/* jit_descriptor: version 1, an action, then a chain of jit_code_entry
+ * whose symfiles start with a debug_info header (0 = emulator, 1 = module),
+ * one of them the emulator record. */
+static bool jit_desc_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
+{
+	const int64_t *o = vm->off;
+	uint32_t version, action;
+	uint64_t first;
+	if (room < 32 || o[XB_F_JITDESC_FIRST_ENTRY] < 0)
+		return false;
+	memcpy(&version, at + o[XB_F_JITDESC_VERSION], 4);
+	memcpy(&action, at + 4, 4);
+	memcpy(&first, at + o[XB_F_JITDESC_FIRST_ENTRY], 8);
+	if (version != 1 || action > 3 || !is_ptr(vm, first))
+		return false;
+	uint64_t e = first;
+	bool emulator = false;
+	for (int k = 0; e && k < 100000; k++) {
+		uint64_t next, sym, size;
+		uint32_t header;
+		if (xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_JITENTRY_NEXT], &next) < 0 ||
+		    xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_JITENTRY_SYMFILE_ADDR], &sym) < 0 ||
+		    xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_JITENTRY_SYMFILE_SIZE], &size) < 0 ||
+		    size < 8 || size > (64u << 20) || xb_read_u32(&vm->mem, sym, &header) < 0 ||
+		    header > 1)
+			return false;
+		emulator |= header == 0;
+		e = next;
+	}
+	/* beamasm_init_late_gdb registers the emulator record once, after
+	 * the preloaded modules: exactly where in the chain varies. */
+	return emulator && e == 0;
+}
+
+/* IndexTable whose atoms 0 and 1 are 'false' and 'true' (atom.names). */
+static bool atom_table_ok(struct xb_vm *vm, uint64_t base, const uint8_t *at, size_t room)
+{
+	const int64_t *o = vm->off;
+	int32_t entries;
+	uint64_t seg;
+	if ((int64_t)room < o[XB_F_INDEXTAB_SEG_TABLE] + 8)
+		return false;
+	memcpy(&entries, at + o[XB_F_INDEXTAB_ENTRIES], 4);
+	memcpy(&seg, at + o[XB_F_INDEXTAB_SEG_TABLE], 8);
+	if (entries < 256 || entries > (1 << 26) || !is_ptr(vm, seg))
+		return false;
+	uint64_t saved = vm->sym.atom_table;
+	vm->sym.atom_table = base;
+	char t0[16], t1[16];
+	size_t l0, l1;
+	bool ok = xb_vm_atom_raw(vm, 0x0b /* atom 0 */, t0, sizeof(t0), &l0) == 0 &&
+		  xb_vm_atom_raw(vm, (1 << 6) | 0x0b, t1, sizeof(t1), &l1) == 0 &&
+		  strcmp(t0, "false") == 0 && strcmp(t1, "true") == 0;
+	vm->sym.atom_table = saved;
+	return ok;
+}
+
+/* A pointer to an array of N scheduler data entries numbered 1..N of the
+ * given ErtsSchedType (erl_process.h: NORMAL 0, DIRTY_CPU 1, DIRTY_IO 2). */
+static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
+{
+	const int64_t *o = vm->off;
+	if (n < 1 || !is_ptr(vm, p) || p % 64)
+		return false;
+	for (int i = 0; i < n && i < 4; i++) {
+		uint64_t e = p + (uint64_t)i * (uint64_t)o[XB_F_SCHED_STRIDE];
+		uint64_t no;
+		uint32_t ty;
+		if (xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_SCHED_NO], &no) < 0 ||
+		    xb_read_u32(&vm->mem, e + (uint64_t)o[XB_F_SCHED_TYPE], &ty) < 0)
+			return false;
+		if (no != (uint64_t)i + 1 || ty != type)
+			return false;
+	}
+	return true;
+}
+
+void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io)
+{
+	struct xb_vm_syms *s = &vm->sym;
+	bool want_jit = vm->flavor == XB_FLAVOR_JIT && !s->jit_desc && vm->off[XB_F_JITDESC_FIRST_ENTRY] >= 0;
+	bool want_atoms = !s->atom_table && vm->off[XB_F_INDEXTAB_SEG_TABLE] >= 0;
+	bool want_sched = !s->sched_data_ptr && nsched > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
+	bool want_dcpu = !s->dirty_cpu_data_ptr && ndirty_cpu > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
+	bool want_dio = !s->dirty_io_data_ptr && ndirty_io > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
+	if (!want_jit && !want_atoms && !want_sched && !want_dcpu && !want_dio)
+		return;
+	struct region r[16];
+	size_t nr = data_regions(vm, r, 16);
+	for (size_t k = 0; k < nr; k++) {
+		for (size_t off = 0; off + 8 <= r[k].len; off += 8) {
+			const uint8_t *at = r[k].buf + off;
+			size_t room = r[k].len - off;
+			uint64_t addr = r[k].start + off, w;
+			memcpy(&w, at, 8);
+			if (want_jit && (w & 0xffffffff) == 1 && jit_desc_ok(vm, at, room)) {
+				s->jit_desc = addr;
+				s->jit_desc_how = "discovered";
+				want_jit = false;
+			}
+			if (want_atoms && off >= (size_t)vm->off[XB_F_INDEXTAB_SEG_TABLE]) {
+				size_t b = off - (size_t)vm->off[XB_F_INDEXTAB_SEG_TABLE];
+				if (is_ptr(vm, w) && atom_table_ok(vm, r[k].start + b, r[k].buf + b, r[k].len - b)) {
+					s->atom_table = r[k].start + b;
+					want_atoms = false;
+				}
+			}
+			if ((want_sched || want_dcpu || want_dio) && w % 64 == 0 && w) {
+				if (want_sched && sched_array_ok(vm, w, nsched, 0)) {
+					s->sched_data_ptr = addr;
+					want_sched = false;
+				} else if (want_dcpu && sched_array_ok(vm, w, ndirty_cpu, 1)) {
+					s->dirty_cpu_data_ptr = addr;
+					want_dcpu = false;
+				} else if (want_dio && sched_array_ok(vm, w, ndirty_io, 2)) {
+					s->dirty_io_data_ptr = addr;
+					want_dio = false;
+				}
+			}
+		}
+	}
+	if (s->sched_data_ptr && !s->no_schedulers)
+		vm->sched_count = (uint64_t)nsched; /* erts_no_schedulers is unnamed too */
+	for (size_t k = 0; k < nr; k++)
+		free(r[k].buf);
+}
