@@ -11,6 +11,7 @@
  * features that need it say so, nothing guesses. */
 #define _GNU_SOURCE
 #include "xb/common.h"
+#include "xb/term.h"
 #include "xb/vm.h"
 
 #include <stdlib.h>
@@ -112,6 +113,36 @@ static bool atom_table_ok(struct xb_vm *vm, uint64_t base, const uint8_t *at, si
 	return ok;
 }
 
+/* ErtsPTab (erl_ptab.h) of processes: a slot array whose live entries
+ * are processes, the first of them init, <0.0.0>.  (The port table has
+ * the same type; its ids are port terms, not pids.) */
+static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
+{
+	const int64_t *o = vm->off;
+	uint64_t tab, invalid;
+	uint32_t max;
+	if ((int64_t)room < o[XB_F_PTAB_INVALID_ELEMENT] + 8 || (int64_t)room < o[XB_F_PTAB_MAX] + 4)
+		return false;
+	memcpy(&tab, at + o[XB_F_PTAB_TAB], 8);
+	memcpy(&max, at + o[XB_F_PTAB_MAX], 4);
+	memcpy(&invalid, at + o[XB_F_PTAB_INVALID_ELEMENT], 8);
+	if (max < 1024 || max > (1u << 27) || !is_ptr(vm, tab) || !is_ptr(vm, invalid))
+		return false;
+	uint64_t slots[64];
+	if (xb_read(&vm->mem, tab, slots, sizeof(slots)) < 0)
+		return false;
+	for (int i = 0; i < 64; i++) {
+		uint64_t id;
+		if (!slots[i] || slots[i] == invalid)
+			continue;
+		if (xb_read_u64(&vm->mem, slots[i] + (uint64_t)o[XB_F_PROC_ID], &id) < 0 || !xb_is_pid(id))
+			return false;
+		/* <0.0.0>: number and serial 0 */
+		return (id >> 4) == 0;
+	}
+	return false;
+}
+
 /* A pointer to an array of N scheduler data entries numbered 1..N of the
  * given ErtsSchedType (erl_process.h: NORMAL 0, DIRTY_CPU 1, DIRTY_IO 2). */
 static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
@@ -140,7 +171,8 @@ void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io)
 	bool want_sched = !s->sched_data_ptr && nsched > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
 	bool want_dcpu = !s->dirty_cpu_data_ptr && ndirty_cpu > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
 	bool want_dio = !s->dirty_io_data_ptr && ndirty_io > 0 && vm->off[XB_F_SCHED_STRIDE] > 0;
-	if (!want_jit && !want_atoms && !want_sched && !want_dcpu && !want_dio)
+	bool want_ptab = !s->proc_tab && vm->off[XB_F_PTAB_TAB] >= 0 && vm->off[XB_F_PTAB_INVALID_ELEMENT] >= 0;
+	if (!want_jit && !want_atoms && !want_sched && !want_dcpu && !want_dio && !want_ptab)
 		return;
 	struct region r[16];
 	size_t nr = data_regions(vm, r, 16);
@@ -160,6 +192,13 @@ void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io)
 				if (is_ptr(vm, w) && atom_table_ok(vm, r[k].start + b, r[k].buf + b, r[k].len - b)) {
 					s->atom_table = r[k].start + b;
 					want_atoms = false;
+				}
+			}
+			if (want_ptab && off >= (size_t)vm->off[XB_F_PTAB_TAB] && is_ptr(vm, w)) {
+				size_t b = off - (size_t)vm->off[XB_F_PTAB_TAB];
+				if (proc_tab_ok(vm, r[k].buf + b, r[k].len - b)) {
+					s->proc_tab = r[k].start + b;
+					want_ptab = false;
 				}
 			}
 			if ((want_sched || want_dcpu || want_dio) && w % 64 == 0 && w) {

@@ -307,7 +307,7 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	if (vm->off[XB_F_PROC_SIZE] == XB_NOFIELD)
 		return xb_fail("release table for erts %s lacks struct process; regenerate it", vm->erts);
 	resolve_symbols(vm);
-	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr ||
+	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab ||
 	    (vm->flavor == XB_FLAVOR_JIT && !vm->sym.jit_desc)) {
 		int nth[3];
 		count_sched_threads(vm, pid, nth);

@@ -8,6 +8,7 @@
  * (process_vm_readv) -> naming (code map) -> aggregating -> output.
  */
 #define _GNU_SOURCE
+#include "xb/check.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/erlstack.h"
@@ -302,6 +303,9 @@ static void usage(FILE *f)
 "The VM is never paused; nothing is loaded into it.\n"
 "\n"
 "Modes:\n"
+"      --check              verify the release table, offsets and globals in use\n"
+"                           against the running VM; one line per check, exit 1\n"
+"                           on any FAIL\n"
 "  (default)                flat profile: COUNT NAME PCT [TAG], most samples first\n"
 "      --pstack             one mixed native+Erlang stack per running scheduler, now\n"
 "      --blame FN           for samples whose native stack contains FN, count the\n"
@@ -443,7 +447,7 @@ int main(int argc, char **argv)
 		{ "idle-scheduler-stacks", 0, 0, O_IDLE }, { "blame", 1, 0, O_BLAME },
 		{ "force-c_p-register", 1, 0, O_FCP }, { "force-E-register", 1, 0, O_FE },
 		{ "force-I-register", 1, 0, O_FI }, { "software-event", 0, 0, O_SOFT },
-		{ "wakeup", 1, 0, O_WAKEUP },
+		{ "wakeup", 1, 0, O_WAKEUP }, { "check", 0, 0, O_CHECK },
 		{ "verbose", 0, 0, 'v' },    { "help", 0, 0, 'h' },         { "version", 0, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
 	};
@@ -536,6 +540,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_SOFT: o.software = true; break;
+		case O_CHECK: o.check = true; break;
 		case O_WAKEUP:
 			o.wakeup = (unsigned)strtoul(optarg, &end, 10);
 			if (*end || o.wakeup > 64) {
@@ -587,6 +592,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;
+	}
+	if (o.check) {
+		int failed = xb_check(&vm, out);
+		if (out != stdout)
+			fclose(out);
+		xb_vm_detach(&vm);
+		return failed ? 1 : 0;
 	}
 	if (xb_codemap_build(&vm, &c.cm, XB_CM_FOLD_PROLOGUE) < 0) {
 		fprintf(stderr, PROG ": cannot read the VM's code tables: %s\n", xb_err());

@@ -1,0 +1,237 @@
+/* check.c - consistency checks of our view of the VM against the VM. */
+#define _GNU_SOURCE
+#include "xb/check.h"
+#include "xb/codemap.h"
+#include "xb/common.h"
+#include "xb/dwarf_layout.h"
+#include "xb/term.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ctx {
+	FILE *out;
+	int failed, passed;
+};
+
+static void report(struct ctx *c, bool ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(c->out, "%-4s %-22s ", ok ? "ok" : "FAIL", name);
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->out);
+	if (ok)
+		c->passed++;
+	else
+		c->failed++;
+}
+
+/* The table against this binary's own DWARF, when it has any. */
+static void check_table(struct ctx *c, struct xb_vm *vm)
+{
+	bool match = vm->table_from_dwarf || (vm->rel && strcmp(vm->rel->erts, vm->erts) == 0);
+	report(c, match, "release-table", "VM erts %s (OTP %s, %s, %s); %s%s; debug info %s",
+	       vm->erts, vm->otp[0] ? vm->otp : "?", vm->otp_version[0] ? vm->otp_version : "?",
+	       xb_flavor_name(vm->flavor),
+	       vm->rel ? "table for erts " : "no table: offsets from DWARF",
+	       vm->rel ? vm->rel->erts : "", xb_debug_name(vm->debug));
+	if (!vm->dwarf || !vm->rel)
+		return;
+	int64_t dw[XB_F_COUNT];
+	xb_dwarf_layout(vm->dwarf, dw);
+	const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
+	int diffs = 0, compared = 0;
+	char first[256] = "";
+	for (int i = 0; i < XB_F_COUNT; i++) {
+		if (dw[i] == XB_NOFIELD && fl->off[i] == XB_NOFIELD)
+			continue;
+		compared++;
+		if (dw[i] != fl->off[i]) {
+			if (!diffs)
+				snprintf(first, sizeof(first), "; first: %s table %lld, DWARF %lld", xb_field_name(i),
+					 (long long)fl->off[i], (long long)dw[i]);
+			diffs++;
+		}
+	}
+	report(c, diffs == 0, "table-vs-dwarf", "%d of %d fields agree with this beam's DWARF%s",
+	       compared - diffs, compared, first);
+}
+
+static void check_atoms(struct ctx *c, struct xb_vm *vm)
+{
+	if (!vm->sym.atom_table) {
+		report(c, false, "atoms", "erts_atom_table not found (symbol or discovery)");
+		return;
+	}
+	char t0[64] = "?", t1[64] = "?";
+	size_t l;
+	if (xb_vm_atom_raw(vm, 0x0b, t0, sizeof(t0), &l) < 0)
+		snprintf(t0, sizeof(t0), "<%s>", xb_err());
+	if (xb_vm_atom_raw(vm, (1 << 6) | 0x0b, t1, sizeof(t1), &l) < 0)
+		snprintf(t1, sizeof(t1), "<%s>", xb_err());
+	report(c, strcmp(t0, "false") == 0 && strcmp(t1, "true") == 0, "atoms-0-1",
+	       "atom 0 = '%s', atom 1 = '%s' (expected false, true: atom.names)", t0, t1);
+	/* 'erlang' and 'init' are fixed atoms (atom.names): among the first
+	 * few thousand. */
+	int found_erlang = -1, found_init = -1, bad = 0;
+	for (int i = 0; i < 4000 && (found_erlang < 0 || found_init < 0); i++) {
+		char t[300];
+		if (xb_vm_atom_raw(vm, ((uint64_t)i << 6) | 0x0b, t, sizeof(t), &l) < 0) {
+			if (++bad > 10)
+				break;
+			continue;
+		}
+		if (strcmp(t, "erlang") == 0)
+			found_erlang = i;
+		if (strcmp(t, "init") == 0)
+			found_init = i;
+	}
+	report(c, found_erlang >= 0 && found_init >= 0, "atoms-known",
+	       "'erlang' is atom %d, 'init' is atom %d (%d unreadable atoms)", found_erlang, found_init, bad);
+}
+
+static void check_processes(struct ctx *c, struct xb_vm *vm)
+{
+	uint64_t pt = vm->sym.proc_tab;
+	if (!pt) {
+		report(c, false, "process-table", "erts_proc not found (symbol or discovery)");
+		return;
+	}
+	uint64_t tab, invalid;
+	uint32_t max;
+	if (xb_read_u64(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_TAB), &tab) < 0 ||
+	    xb_read_u32(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_MAX), &max) < 0 ||
+	    xb_read_u64(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_INVALID_ELEMENT), &invalid) < 0 ||
+	    max == 0 || max > (1u << 27)) {
+		report(c, false, "process-table", "unreadable or implausible (max %u): %s", max, xb_err());
+		return;
+	}
+	uint64_t *slots = malloc((size_t)max * 8);
+	if (!slots || xb_read(&vm->mem, tab, slots, (size_t)max * 8) < 0) {
+		free(slots);
+		report(c, false, "process-table", "cannot read %u slots at 0x%llx", max, (unsigned long long)tab);
+		return;
+	}
+	int live = 0, good = 0, pid0 = 0;
+	char bad[200] = "";
+	for (uint32_t i = 0; i < max && live < 5000; i++) {
+		uint64_t p = slots[i];
+		if (!p || p == invalid)
+			continue;
+		live++;
+		uint64_t id, heap, htop, stop, hend;
+		if (xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_ID), &id) < 0 ||
+		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_HEAP), &heap) < 0 ||
+		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_HTOP), &htop) < 0 ||
+		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_STOP), &stop) < 0 ||
+		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_HEND), &hend) < 0)
+			continue;
+		bool ok = xb_is_pid(id) && heap && heap <= htop && htop <= stop && stop <= hend;
+		if (ok) {
+			good++;
+			char s[32];
+			xb_format_pid(id, vm->pid_num_bits, vm->pid_ser_bits, s, sizeof(s));
+			pid0 |= strcmp(s, "<0.0.0>") == 0;
+		} else if (!bad[0]) {
+			snprintf(bad, sizeof(bad), "; e.g. slot %u: id 0x%llx heap 0x%llx htop 0x%llx stop 0x%llx hend 0x%llx",
+				 i, (unsigned long long)id, (unsigned long long)heap, (unsigned long long)htop,
+				 (unsigned long long)stop, (unsigned long long)hend);
+		}
+	}
+	free(slots);
+	/* Running processes' htop/stop are stale: allow a few. */
+	report(c, live > 0 && good >= live - 4, "process-table",
+	       "%d of %d live processes look right (pid tag, heap <= htop <= stop <= hend)%s", good, live, bad);
+	report(c, pid0, "process-init", "init is <0.0.0>%s", pid0 ? "" : ": not found");
+}
+
+static void check_code(struct ctx *c, struct xb_vm *vm)
+{
+	struct xb_codemap cm;
+	if (xb_codemap_build(vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
+		report(c, false, "code-ranges", "cannot read the code tables: %s", xb_err());
+		return;
+	}
+	bool sorted = true;
+	for (size_t i = 1; i < cm.n; i++)
+		if (cm.v[i].start < cm.v[i - 1].end)
+			sorted = false;
+	report(c, cm.n > 1000 && sorted, "code-ranges", "%zu entries from %zu modules, %s",
+	       cm.n, cm.modules, sorted ? "sorted, no overlaps" : "OVERLAPPING");
+	static const char *const known[] = { "lists:reverse/2", "init:boot/1", "erlang:apply/2",
+					     "gen_server:loop/7" };
+	int hits = 0;
+	char missing[200] = "";
+	for (size_t k = 0; k < XB_ARRAY_SIZE(known); k++) {
+		bool f = false;
+		for (size_t i = 0; i < cm.n && !f; i++)
+			f = strcmp(cm.v[i].name, known[k]) == 0;
+		hits += f;
+		if (!f && !missing[0])
+			snprintf(missing, sizeof(missing), "; missing %s", known[k]);
+	}
+	report(c, hits >= 3, "code-known-functions", "%d of %zu well-known functions named%s", hits,
+	       XB_ARRAY_SIZE(known), missing);
+	if (vm->flavor == XB_FLAVOR_JIT) {
+		const struct xb_code *ne = xb_codemap_find(&cm, cm.normal_exit);
+		report(c, ne != NULL, "normal-exit", "beam_normal_exit 0x%llx is %s; frame layout %d",
+		       (unsigned long long)cm.normal_exit, ne ? ne->name : "not JIT code", cm.frame_layout);
+	}
+	xb_codemap_free(&cm);
+}
+
+static void check_schedulers(struct ctx *c, struct xb_vm *vm)
+{
+	/* Scheduler threads as named in the release table. */
+	int count[3] = { 0, 0, 0 };
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)vm->pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char cp[320];
+		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)vm->pid, de->d_name);
+		char *comm = de->d_name[0] != '.' ? xb_slurp(cp, NULL) : NULL;
+		int no;
+		char k = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
+		count[0] += k == 's';
+		count[1] += k == 'c';
+		count[2] += k == 'i';
+		free(comm);
+	}
+	if (d)
+		closedir(d);
+	report(c, count[0] > 0, "scheduler-threads", "%d schedulers, %d dirty CPU, %d dirty I/O (named %s)",
+	       count[0], count[1], count[2], vm->thread_fmt[0] ? vm->thread_fmt[0] : "?");
+	int ok = 0;
+	char first_bad[160] = "";
+	for (int i = 1; i <= count[0]; i++) {
+		uint64_t e, no;
+		uint32_t type;
+		if (xb_vm_sched_data(vm, i, &e) == 0 &&
+		    xb_read_u64(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_NO), &no) == 0 &&
+		    xb_read_u32(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_TYPE), &type) == 0 &&
+		    no == (uint64_t)i && type == 0)
+			ok++;
+		else if (!first_bad[0])
+			snprintf(first_bad, sizeof(first_bad), "; scheduler %d: %s", i, xb_err());
+	}
+	report(c, count[0] > 0 && ok == count[0], "scheduler-data", "%d of %d scheduler data entries numbered 1..N%s",
+	       ok, count[0], first_bad);
+}
+
+int xb_check(struct xb_vm *vm, FILE *out)
+{
+	struct ctx c = { out, 0, 0 };
+	check_table(&c, vm);
+	check_atoms(&c, vm);
+	check_processes(&c, vm);
+	check_code(&c, vm);
+	check_schedulers(&c, vm);
+	fprintf(out, "%d checks passed, %d failed\n", c.passed, c.failed);
+	return c.failed;
+}
