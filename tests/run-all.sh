@@ -2,7 +2,9 @@
 # run-all.sh - everything CI runs: install dependencies, build, make sure the
 # test VMs exist, run the default test suite.  Exit status: the suite's.
 #
-#   ./tests/run-all.sh
+#   ./tests/run-all.sh                  default suite (CI, README)
+#   ./tests/run-all.sh --suite matrix   every release x flavour x debug level,
+#                                       ends with a pass/fail table
 #
 # Needs root on a fresh Debian 12 machine (apt-get; the tools read other
 # processes' memory).  Steps:
@@ -30,6 +32,17 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+suite=default
+if [[ ${1:-} == --suite ]]; then
+    suite=${2:?--suite needs default or matrix}
+    shift 2
+fi
+case $suite in
+    default) extra=() ;;
+    matrix) extra=(--table) ;;
+    *) echo "run-all.sh: --suite is default or matrix, not '$suite'" >&2; exit 2 ;;
+esac
+
 ./build.sh
-tests/build-vms.sh default
-exec /usr/bin/python3 tests/run.py --suite default
+tests/build-vms.sh "$suite"
+exec /usr/bin/python3 tests/run.py --suite "$suite" "${extra[@]}" "$@"

@@ -290,6 +290,17 @@ static int parse_reg(const char *s)
 	return -2;
 }
 
+/* Is there any function symbol FN matches (xb_blame_match) in the beam? */
+static bool blame_symbol_exists(struct xb_vm *vm, const char *fn)
+{
+	struct xb_modsyms *m = vm->beam;
+	xb_symbols_lookup(&vm->syms, m, fn, NULL); /* loads the table */
+	for (size_t i = 0; i < m->naddr; i++)
+		if (xb_blame_match(fn, m->byaddr[i].name))
+			return true;
+	return false;
+}
+
 static char thread_kind(const void *vm, const char *comm, int *no)
 {
 	return xb_vm_thread_kind(vm, comm, no);
@@ -700,6 +711,10 @@ int main(int argc, char **argv)
 			o.blame, (unsigned long long)matched, (unsigned long long)no_erl);
 		xb_report_rows(out, &c.prof, rows, n, o.top, matched);
 		free(rows);
+		if (!matched && !blame_symbol_exists(&vm, o.blame))
+			fprintf(stderr, PROG ": note: no symbol of this VM matches '%s'; a stripped beam "
+					"(OTP 29 exports only its API) names none of its internal functions: "
+					"install its debug symbols to blame them\n", o.blame);
 	} else {
 		struct xb_row *rows;
 		uint64_t counted;

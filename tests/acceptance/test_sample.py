@@ -156,6 +156,10 @@ def test_blame_copy_struct(target):
         time.sleep(0.5)
         r = sample(vm, "-d", "4", "--blame", "copy_struct")
         processed, received, rows = parse_table(r.out)
+        if not rows and "no symbol of this VM matches" in r.err:
+            # Stripped OTP 29 names none of its internal functions; the
+            # tool says so (checked here) instead of guessing.
+            skip("this stripped beam has no symbol for copy_struct_x: %s" % r.err.strip())
         check(rows, "no rows for --blame copy_struct", r.out + r.err)
         check(rows[0][1] == "xb_copy:send_loop/2",
               "first row is %r, expected xb_copy:send_loop/2" % (rows[0][1],), r.out)

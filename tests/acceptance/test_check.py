@@ -1,0 +1,90 @@
+"""erlang-sample --check and release selection (issue 4).
+
+- --check passes on every VM (every cell of the matrix);
+- it fails, with FAIL lines naming what it saw, when a wrong release table
+  is forced (EXTROSPECT_FORCE_RELEASE, meant for exactly this test);
+- a VM of a release with no table and no DWARF is refused with one line
+  naming the release found, the supported releases, and how to proceed.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from xbtest import VM, Target, check, log, per_vm, run_tool, skip, stock_target, tmpdir
+
+TOOL = "erlang-sample"
+TABLES = ["13.1.5", "15.2.7", "17.1"]
+
+
+@per_vm()
+def test_check_passes(target):
+    with VM(target, schedulers=2) as vm:
+        r = run_tool(TOOL, "--check", str(vm.pid), timeout=60)
+        lines = r.out.splitlines()
+        fails = [l for l in lines if l.startswith("FAIL")]
+        check(r.rc == 0 and not fails, "--check failed (exit %s)" % r.rc, r.out + r.err)
+        check(len([l for l in lines if l.startswith("ok")]) >= 9, "too few checks ran", r.out)
+        check(re.search(r"^\d+ checks passed, 0 failed$", r.out, re.M), "no summary line", r.out)
+        log(lines[0])
+
+
+@per_vm()
+def test_check_catches_wrong_table(target):
+    with VM(target, schedulers=2) as vm:
+        wrong = next(t for t in TABLES if t != target.erts)
+        env = dict(os.environ, EXTROSPECT_FORCE_RELEASE=wrong)
+        r = run_tool(TOOL, "--check", str(vm.pid), timeout=60, env=env)
+        fails = [l for l in r.out.splitlines() if l.startswith("FAIL")]
+        check(r.rc == 1 and fails, "a forced wrong table (erts %s on erts %s) passed --check"
+              % (wrong, target.erts), r.out + r.err)
+        check(any(l.split()[1] == "release-table" for l in fails),
+              "the release-table line does not fail", r.out)
+        log("%d FAIL lines with erts %s forced, e.g. %s" % (len(fails), wrong, fails[-1]))
+
+
+def test_unknown_release_refused():
+    """A VM whose release has no table and whose beam has no DWARF: a copy
+    of Debian's OTP with its erts directory renamed to an unknown version.
+    """
+    stock = stock_target()
+    if not stock.present:
+        skip(stock.missing)
+    if stock.debug != "dynsym":
+        skip("stock beam.smp carries debug info here")
+    root = os.path.join(tmpdir(), "otp-unknown")
+    shutil.copytree(stock.root, root, symlinks=True)
+    old = "erts-" + stock.erts
+    new_vsn = stock.erts + ".99"
+    os.rename(os.path.join(root, old), os.path.join(root, "erts-" + new_vsn))
+    for rel in ("bin/erl", "erts-%s/bin/erl" % new_vsn):
+        p = os.path.join(root, rel)
+        if os.path.exists(p):
+            with open(p) as f:
+                text = f.read()
+            text = re.sub(r'(?m)^(\s*)ROOTDIR=.*$', lambda m: '%sROOTDIR="%s"' % (m.group(1), root), text)
+            text = text.replace(old, "erts-" + new_vsn)
+            with open(p, "w") as f:
+                f.write(text)
+    sed = os.path.join(root, "releases", "start_erl.data")
+    with open(sed) as f:
+        data = f.read()
+    with open(sed, "w") as f:
+        f.write(data.replace(stock.erts, new_vsn))
+    target = Target("unknown", dict(stock.info, name="unknown", erts=new_vsn, root=root,
+                                    erl=os.path.join(root, "bin", "erl"),
+                                    beam=os.path.join(root, "erts-" + new_vsn, "bin", "beam.smp")))
+    with VM(target, schedulers=1) as vm:
+        r = run_tool(TOOL, "-d", "1", str(vm.pid), timeout=30)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc > 0 and len(lines) == 1, "expected one line and a non-zero exit", r.describe())
+        msg = lines[0]
+        check(new_vsn in msg, "the message does not name the release found (%s)" % new_vsn, msg)
+        check(all(t in msg for t in TABLES), "the message does not list the supported releases", msg)
+        check("debug" in msg and "-g" in msg, "the message does not say how to proceed", msg)
+        r2 = run_tool("erlang-write-perf-map", "-o", "-", str(vm.pid), timeout=30)
+        check(r2.rc > 0 and "unsupported release" in r2.err, "erlang-write-perf-map did not refuse",
+              r2.describe())
+        log(msg)
