@@ -138,6 +138,7 @@ def _term(signum, frame):
 
 def child_run(item, wfd):
     os.setpgid(0, 0)
+    xbtest._current["runner"] = True
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _alarm)
     signal.signal(signal.SIGTERM, _term)

@@ -63,6 +63,10 @@ struct xb_vm {
  * dirty I/O (with *no = N), or 'o'. */
 char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no);
 
+/* The VM's scheduler threads by kind: n[0] normal, n[1] dirty CPU, n[2]
+ * dirty I/O. */
+void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3]);
+
 /* Attach (read-only).  On error, xb_err() holds a one-line message that
  * names the problem and the fix. */
 int xb_vm_attach(struct xb_vm *vm, pid_t pid);

@@ -149,8 +149,9 @@ char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no)
 	return 'o';
 }
 
-static void count_sched_threads(const struct xb_vm *vm, pid_t pid, int n[3])
+void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3])
 {
+	pid_t pid = vm->pid;
 	n[0] = n[1] = n[2] = 0;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -310,7 +311,7 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab ||
 	    (vm->flavor == XB_FLAVOR_JIT && !vm->sym.jit_desc)) {
 		int nth[3];
-		count_sched_threads(vm, pid, nth);
+		xb_vm_count_sched_threads(vm, nth);
 		xb_vm_discover(vm, nth[0], nth[1], nth[2]);
 	}
 	return 0;

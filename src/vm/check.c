@@ -6,7 +6,6 @@
 #include "xb/dwarf_layout.h"
 #include "xb/term.h"
 
-#include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,24 +186,8 @@ static void check_code(struct ctx *c, struct xb_vm *vm)
 static void check_schedulers(struct ctx *c, struct xb_vm *vm)
 {
 	/* Scheduler threads as named in the release table. */
-	int count[3] = { 0, 0, 0 };
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)vm->pid);
-	DIR *d = opendir(path);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		char cp[320];
-		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)vm->pid, de->d_name);
-		char *comm = de->d_name[0] != '.' ? xb_slurp(cp, NULL) : NULL;
-		int no;
-		char k = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
-		count[0] += k == 's';
-		count[1] += k == 'c';
-		count[2] += k == 'i';
-		free(comm);
-	}
-	if (d)
-		closedir(d);
+	int count[3];
+	xb_vm_count_sched_threads(vm, count);
 	report(c, count[0] > 0, "scheduler-threads", "%d schedulers, %d dirty CPU, %d dirty I/O (named %s)",
 	       count[0], count[1], count[2], vm->thread_fmt[0] ? vm->thread_fmt[0] : "?");
 	int ok = 0;

@@ -275,12 +275,16 @@ def all_targets():
 # ---------------------------------------------------------------------------
 # per-test context (set by run.py in the test's process)
 
-_current = {"tmp": None, "log": []}
+_current = {"tmp": None, "log": [], "runner": False}
 
 
 def tmpdir():
+    """A fresh directory for the current test (run.py removes it after the
+    test unless XB_KEEP_TMP is set; outside run.py it goes at exit)."""
     if _current["tmp"] is None:
         _current["tmp"] = tempfile.mkdtemp(prefix="xbtest-")
+        if not _current.get("runner"):
+            atexit.register(shutil.rmtree, _current["tmp"], True)
     return _current["tmp"]
 
 
