@@ -143,7 +143,7 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 	uint64_t sp = s->regs[XB_PREG_SP];
 	uint64_t words[CHUNK_WORDS];
 	uint64_t a = E;
-	while (a < hend && out->n < st->max_depth) {
+	while (a < hend && !out->truncated) {
 		size_t nw;
 		if (s->stack && a >= sp && a + 8 <= sp + s->stack_size) {
 			nw = (size_t)((sp + s->stack_size - a) / 8);
@@ -184,15 +184,15 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 				continue;
 			}
 			push(st, out, c, w);
-			if (out->n >= st->max_depth)
-				break;
+			if (out->truncated)
+				return; /* one frame past --max-callchain-depth */
 		}
 		a += nw * 8;
 	}
 }
 
 /* Walk only the sample's stack copy from E; true when the walk reached
- * beam_normal_exit (the whole stack was in the copy). */
+ * beam_normal_exit (the whole stack was in the copy) or the depth limit. */
 static bool walk_copy_only(struct xb_estate *st, const struct xb_sample *s, uint64_t E,
 			   struct xb_estack *out)
 {
@@ -201,10 +201,13 @@ static bool walk_copy_only(struct xb_estate *st, const struct xb_sample *s, uint
 		return false;
 	unsigned n0 = out->n;
 	walk(st, s, E, sp + s->stack_size, out);
-	if (!out->complete)
-		out->n = n0;
-	out->remote_stack = false;
-	return out->complete;
+	/* Reached the bottom, or as deep as asked: exact, nothing to read. */
+	if (out->complete || out->truncated) {
+		out->remote_stack = false;
+		return true;
+	}
+	out->n = n0;
+	return false;
 }
 
 static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)

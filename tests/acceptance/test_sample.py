@@ -281,3 +281,36 @@ def test_unprivileged(target):
         check(len(lines) == 1, "expected one line", r.describe())
         check("CAP_PERFMON" in lines[0] and ("perf_event_paranoid" in lines[0]) and
               "CAP_SYS_PTRACE" in lines[0], "message does not name the capabilities", r.describe())
+
+
+@per_vm()
+def test_max_callchain_depth(target):
+    """--max-callchain-depth caps the Erlang frames kept, and says so."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        time.sleep(0.5)
+        r = sample(vm, "--pstack", "--max-callchain-depth", "3", timeout=20)
+        mine = [b for b in re.split(r"(?m)^(?=scheduler )", r.out) if "xb_deep" in b[:200]]
+        check(mine, "no scheduler shows the xb_deep process", r.out)
+        frames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", mine[0], re.M)
+        check(frames == ["xb_deep:leaf/1", "xb_deep:d/1", "xb_deep:c/1"],
+              "expected exactly leaf, d, c; got %s" % frames, r.out)
+        check("truncated" in mine[0], "no note that the stack was truncated", r.out)
+
+
+@per_vm()
+def test_include_kernel(target):
+    """--include-kernel adds kernel frames (an allocating process makes
+    system calls and page faults), tagged [kernel]."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        time.sleep(0.5)
+        r = sample(vm, "-d", "3", "--include-kernel", "-t", "10000")
+        processed, received, rows = parse_table(r.out)
+        kernel = [row for row in rows if row[3] == "[kernel]"]
+        check(kernel, "no [kernel] rows with --include-kernel", r.out)
+        r2 = sample(vm, "-d", "2", "-t", "10000")
+        _, _, rows2 = parse_table(r2.out)
+        check(not [row for row in rows2 if row[3] == "[kernel]"],
+              "[kernel] rows without --include-kernel", r2.out)
+        log("%d kernel functions, e.g. %s" % (len(kernel), kernel[0][1]))
