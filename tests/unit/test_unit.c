@@ -16,6 +16,9 @@
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/procmaps.h"
+#include "xb/profile.h"
+#include "xb/report.h"
+#include "xb/sampler.h"
 #include "xb/release.h"
 #include "xb/term.h"
 
@@ -639,6 +642,121 @@ static void t_perfmap_print(void)
 	xb_codemap_free(&cm);
 }
 
+
+/* ---- thread names (release tables), --blame matching ------------------ */
+
+static void t_thread_name_match(void)
+{
+	int no = -1;
+	CHECK(xb_thread_name_match("%d_scheduler", "1_scheduler", &no) && no == 1, "1_scheduler");
+	CHECK(xb_thread_name_match("%d_scheduler", "12_scheduler\n", &no) && no == 12, "with newline");
+	/* the kernel keeps 15 characters of a thread name */
+	CHECK(xb_thread_name_match("%d_dirty_cpu_scheduler", "3_dirty_cpu_sch", &no) && no == 3,
+	      "truncated dirty cpu name");
+	CHECK(xb_thread_name_match("%d_dirty_io_scheduler", "10_dirty_io_sch", &no) && no == 10,
+	      "truncated dirty io name");
+	CHECK(xb_thread_name_match("erts_sched_%d", "erts_sched_7", &no) && no == 7, "OTP 27 name");
+	CHECK(!xb_thread_name_match("erts_sched_%d", "erts_sched_", &no), "no number");
+	CHECK(!xb_thread_name_match("%d_scheduler", "1_schedulerX", &no), "trailing junk");
+	CHECK(!xb_thread_name_match("%d_scheduler", "1_sched", &no), "short but not truncated");
+	CHECK(!xb_thread_name_match("%d_scheduler", "1_dirty_cpu_sch", &no), "other kind");
+	CHECK(!xb_thread_name_match("erts_dcpus_%d", "erts_sched_1", &no), "other kind, OTP 27");
+}
+
+static void t_blame_match(void)
+{
+	CHECK(xb_blame_match("copy_struct", "copy_struct"), "exact");
+	CHECK(xb_blame_match("copy_struct", "copy_struct_x"), "_x suffix");
+	CHECK(!xb_blame_match("copy_struct", "copy_structure"), "longer word is not a suffix");
+	CHECK(!xb_blame_match("copy_struct", "copy_struct_"), "bare underscore");
+	CHECK(xb_blame_match("erts_garbage_collect", "erts_garbage_collect_nobump"), "nobump");
+	CHECK(xb_blame_match("erts_garbage_collect", "global::garbage_collect"), "JIT GC fragment alias");
+	CHECK(!xb_blame_match("copy_struct", "global::garbage_collect"), "alias only for GC");
+	CHECK(xb_blame_match("copy_*", "copy_shallow_x"), "glob");
+	CHECK(!xb_blame_match("copy_*", "size_object_x"), "glob mismatch");
+}
+
+/* ---- perf sample records ---------------------------------------------- */
+
+static size_t put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+	return 8;
+}
+
+static void t_sampler_parse(void)
+{
+	uint8_t rec[512];
+	size_t n = 0;
+	n += put64(rec + n, 0x1234);                      /* ip */
+	n += put64(rec + n, (uint64_t)77 << 32 | 66);     /* pid 66, tid 77 */
+	n += put64(rec + n, 999);                         /* time */
+	n += put64(rec + n, 2);                           /* PERF_SAMPLE_REGS_ABI_64 */
+	for (int r = 0; r < 17; r++)                      /* AX..IP, R8..R15 */
+		n += put64(rec + n, 100 + (uint64_t)r);
+	n += put64(rec + n, 16);                          /* stack size */
+	for (int i = 0; i < 16; i++)
+		rec[n++] = (uint8_t)i;
+	n += put64(rec + n, 8);                           /* dyn_size */
+	struct xb_sample smp;
+	CHECK(xb_sampler_parse(rec, n, false, &smp) == 0, "parse failed");
+	CHECK(smp.ip == 0x1234 && smp.tid == 77 && smp.time_ns == 999, "header fields");
+	CHECK(smp.user && smp.regs[XB_PREG_AX] == 100 && smp.regs[XB_PREG_IP] == 108, "AX..IP");
+	CHECK(smp.regs[XB_PREG_R8] == 109 && smp.regs[XB_PREG_R15] == 116, "R8..R15");
+	CHECK(smp.regs[XB_PREG_FLAGS] == 0, "registers not sampled stay 0");
+	CHECK(smp.stack_size == 8 && smp.stack && smp.stack[7] == 7, "stack: dyn_size bytes");
+	for (size_t cut = 0; cut < n; cut += 7)
+		CHECK(xb_sampler_parse(rec, cut, false, &smp) < 0, "truncated record at %zu accepted", cut);
+}
+
+/* ---- aggregation and percentiles ------------------------------------- */
+
+static void t_profile_flat_and_blame(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t cs = xb_profile_intern(&p, "copy_struct_x", "[beam.smp]", XB_FK_NATIVE);
+	uint32_t snd = xb_profile_intern(&p, "m:send_loop/2", "[Erlang]", XB_FK_ERLANG);
+	uint32_t top = xb_profile_intern(&p, "m:run/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t hot = xb_profile_intern(&p, "m:hot/1", "[Erlang]", XB_FK_ERLANG);
+	CHECK(xb_profile_intern(&p, "copy_struct_x", "[beam.smp]", XB_FK_NATIVE) == cs, "interning");
+	uint32_t s1[] = { cs, snd, top }, s2[] = { hot, top };
+	for (int i = 0; i < 3; i++)
+		xb_profile_add(&p, s1, 3, 1);
+	for (int i = 0; i < 5; i++)
+		xb_profile_add(&p, s2, 2, 0);
+	struct xb_row *rows;
+	uint64_t counted, matched, noerl;
+	size_t n = xb_profile_flat(&p, XB_FLAT_LEAF, &rows, &counted);
+	CHECK(n == 2 && counted == 8 && rows[0].id == hot && rows[0].count == 5 && rows[1].id == cs,
+	      "leaf rows");
+	free(rows);
+	n = xb_profile_flat(&p, XB_FLAT_ERLANG, &rows, &counted);
+	CHECK(n == 2 && rows[0].id == hot && rows[1].id == snd && rows[1].count == 3, "Erlang rows");
+	free(rows);
+	n = xb_profile_blame(&p, "copy_struct", &rows, &matched, &noerl);
+	CHECK(n == 1 && matched == 3 && noerl == 0 && rows[0].id == snd, "blame rows");
+	free(rows);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	xb_report_folded(f, &p);
+	fclose(f);
+	CHECK(strstr(buf, "m:run/0;m:send_loop/2;copy_struct_x 3\n") &&
+	      strstr(buf, "m:run/0;m:hot/1 5\n"), "folded output: %s", buf);
+	free(buf);
+	xb_profile_free(&p);
+}
+
+static void t_percentile(void)
+{
+	uint64_t v[] = { 50, 10, 30, 40, 20 };
+	CHECK(xb_percentile(v, 5, 50) == 30, "p50");
+	CHECK(xb_percentile(v, 5, 100) == 50, "max");
+	CHECK(xb_percentile(v, 5, 0) == 10, "min");
+	CHECK(xb_percentile(v, 0, 50) == 0, "empty");
+}
+
 int main(int argc, char **argv)
 {
 	filter = argc > 1 ? argv[1] : NULL;
@@ -668,6 +786,11 @@ int main(int argc, char **argv)
 	run_case("codemap_finish_overlaps", t_codemap_finish_overlaps);
 	run_case("codemap_finish_empty", t_codemap_finish_empty);
 	run_case("perfmap_print", t_perfmap_print);
+	run_case("thread_name_match", t_thread_name_match);
+	run_case("blame_match", t_blame_match);
+	run_case("sampler_parse", t_sampler_parse);
+	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
+	run_case("percentile", t_percentile);
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
