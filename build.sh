@@ -23,7 +23,8 @@ dir=build
 extra=""
 if [ "${XB_SANITIZE:-0}" = 1 ]; then
 	dir=build-asan
-	extra="-Db_sanitize=address,undefined -Db_lundef=false"
+	# UBSan must abort, or a report would not fail the test that caused it.
+	extra="-Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all"
 fi
 if [ ! -f "$dir/build.ninja" ]; then
 	meson setup "$dir" --werror $extra "$@" >/dev/null

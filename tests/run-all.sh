@@ -38,11 +38,12 @@ if [[ ${1:-} == --suite ]]; then
     shift 2
 fi
 case $suite in
-    default) extra=() ;;
+    default) extra=(--asan) ;;
     matrix) extra=(--table) ;;
     *) echo "run-all.sh: --suite is default or matrix, not '$suite'" >&2; exit 2 ;;
 esac
 
 ./build.sh
+[[ $suite == default ]] && XB_SANITIZE=1 ./build.sh   # the suite runs again under ASan/UBSan
 tests/build-vms.sh "$suite"
 exec /usr/bin/python3 tests/run.py --suite "$suite" "${extra[@]}" "$@"

@@ -257,7 +257,7 @@ def run_item(item, run_dir):
 # ---------------------------------------------------------------------------
 # C unit tests
 
-def run_unit(ksub, counts):
+def run_unit(ksub, counts, suffix=""):
     path = os.path.join(xbtest.build_dir(), "tests", "unit", "test_unit")
     if not os.access(path, os.X_OK):
         if not ksub or ksub in "unit":
@@ -291,7 +291,7 @@ def run_unit(ksub, counts):
             c[3].extend(san[c[1]][1:5])
     n_fail = 0
     for status, name, why, extra in cases:
-        tid = "unit.%s" % name
+        tid = "unit.%s%s" % (name, suffix)
         if ksub and ksub not in tid:
             continue
         if status == "PASS":
@@ -344,6 +344,9 @@ def main():
     ap.add_argument("--table", action="store_true", help="print a result table per VM")
     ap.add_argument("--no-unit", action="store_true", help="skip the C unit tests")
     ap.add_argument("--list", action="store_true", help="list test ids and exit")
+    ap.add_argument("--asan", action="store_true",
+                    help="then run the unit tests and the stock-VM tests again with the "
+                         "ASan/UBSan build (build-asan/, XB_SANITIZE=1 ./build.sh); ids get @asan")
     args = ap.parse_args()
 
     if args.vm:
@@ -381,6 +384,21 @@ def main():
             emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
                  res.get("detail"), res.get("log", ()))
             counts.add(res["status"], tname)
+        if args.asan:
+            # Same tests, sanitizer build: any report fails the test (the
+            # harness looks for sanitizer text; UBSan is built to abort).
+            os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
+            os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            if not args.no_unit:
+                run_unit(args.ksub, counts, "@asan")
+            for item in items:
+                if item.skip or not item.target or item.target.name != "stock":
+                    continue
+                item.id += "@asan"
+                res = run_item(item, run_dir)
+                emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
+                     res.get("detail"), res.get("log", ()))
+                counts.add(res["status"], item.target.name)
     except KeyboardInterrupt:
         xbtest.kill_registered(run_dir)
         print("interrupted", flush=True)

@@ -45,7 +45,8 @@ static int cmp_start(const void *a, const void *b)
 
 void xb_codemap_finish(struct xb_codemap *cm)
 {
-	qsort(cm->v, cm->n, sizeof(*cm->v), cmp_start);
+	if (cm->n)
+		qsort(cm->v, cm->n, sizeof(*cm->v), cmp_start);
 	/* Drop ranges overlapped by a newer registration: a purged module's
 	 * memory can be reused, and the JIT never unregisters. */
 	size_t k = 0;
