@@ -21,6 +21,18 @@
 #           erts, flavor, debug, beam, erl, source, ...
 #   logs/   build output, one file per step
 #
+# Sources: deb-src entries for bookworm (OTP 25), trixie (27), forky/sid (29) and
+# their -security suites go to /etc/apt/sources.list.d/extrospect-beam-src.sources,
+# using the mirror URIs of the machine's existing apt configuration.  The newest
+# erlang version per OTP major is used (the next lower one if its files are gone).
+#
+# Build flags follow Debian's debian/rules: CFLAGS="-g -O2 -fno-strict-aliasing",
+# GEN_OPT_FLGS read from debian/rules (upstream would use -O3
+# -fno-omit-frame-pointer for most erts files), and the configure options in
+# DEBIAN_MATCH_OPTS.  With these, the OTP 25 jit build exports exactly the same
+# .dynsym (every function and data object the same size) as Debian's stripped
+# beam.smp, and sizeof(Process) is 776 as in the stock VM.
+#
 # To rebuild one VM, delete vms/NAME/info (or the whole directory) and rerun.
 # To pick up a newer Debian source version, also delete src/otp-MAJOR.
 set -euo pipefail

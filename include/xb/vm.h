@@ -80,6 +80,8 @@ const char *xb_flavor_name(enum xb_flavor f);
 /* The atom's text, quoted as the VM prints it (cached: atoms are never
  * freed).  NULL on a bad term or failed read. */
 const char *xb_vm_atom(struct xb_vm *vm, uint64_t term);
+/* Fill the atom cache in batched reads (best effort; -1 if unsupported). */
+int xb_vm_atoms_prefetch(struct xb_vm *vm);
 /* Raw (unquoted) text of an atom into buf. */
 int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_t *outlen);
 

@@ -88,7 +88,7 @@ static bool reportable(const struct xb_map *m)
 	if (strcmp(p, "[vdso]") == 0) {
 		vdso_lo = m->start;
 		vdso_hi = m->end;
-		return true;
+		return false; /* reported separately, see xb_symbols_open */
 	}
 	if (p[0] != '/')
 		return false;
@@ -123,6 +123,7 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	s->dwfl = dwfl_begin(&callbacks);
 	if (!s->dwfl)
 		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));
+	vdso_lo = vdso_hi = 0;
 	/* Feed libdwfl a filtered copy of the maps: only regular files. */
 	size_t cap = 0, len = 0;
 	char *text = NULL;
@@ -157,6 +158,10 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	int r = dwfl_linux_proc_maps_report(s->dwfl, f);
 	fclose(f);
 	free(text);
+	/* The vDSO (clock_gettime & co.): its CFI is needed to unwind out of
+	 * it with callee-saved registers intact.  find_elf copies its image. */
+	if (r == 0 && vdso_lo)
+		dwfl_report_module(s->dwfl, "[vdso]", vdso_lo, vdso_hi);
 	if (r != 0 || dwfl_report_end(s->dwfl, NULL, NULL) != 0)
 		return xb_fail("libdwfl could not report modules of process %d: %s (%d)", (int)pid,
 			       dwfl_errmsg(-1), r);
@@ -179,6 +184,8 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 		m->high = hi;
 		const char *b = name ? strrchr(name, '/') : NULL;
 		m->name = b ? b + 1 : (name ? name : "?");
+		if (strcmp(m->name, "[vdso]") == 0)
+			m->name = "vdso";
 	}
 	free(c.v);
 	return 0;

@@ -21,6 +21,11 @@ const char *xb_flavor_name(enum xb_flavor f)
 
 static int perm_error(pid_t pid, const char *what)
 {
+	if (geteuid() == 0)
+		return xb_fail("permission denied reading %s of process %d even as root: it belongs to "
+			       "another PID or user namespace, or a security module (Yama ptrace_scope "
+			       "3, SELinux, AppArmor) forbids ptrace access; run from the VM's namespace",
+			       what, (int)pid);
 	return xb_fail("permission denied reading %s of process %d: run as root, or give this "
 		       "tool CAP_SYS_PTRACE (ptrace access is what process_vm_readv needs) and "
 		       "CAP_PERFMON (or lower kernel.perf_event_paranoid)",
@@ -432,6 +437,8 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 	return 0;
 }
 
+static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *raw, size_t rl);
+
 const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
 {
 	struct xb_atom_cache *c = &vm->atoms;
@@ -446,10 +453,17 @@ const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
 				break;
 		}
 	}
-	char raw[MAX_ATOM_BYTES + 1], quoted[MAX_ATOM_BYTES * 4 + 8];
+	char raw[MAX_ATOM_BYTES + 1];
 	size_t rl;
 	if (xb_vm_atom_raw(vm, term, raw, sizeof(raw), &rl) < 0)
 		return NULL;
+	return atom_cache_put(vm, key, raw, rl);
+}
+
+static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *raw, size_t rl)
+{
+	struct xb_atom_cache *c = &vm->atoms;
+	char quoted[MAX_ATOM_BYTES * 4 + 8];
 	xb_atom_quote(raw, rl, quoted, sizeof(quoted));
 	if ((c->n + 1) * 2 > c->cap) { /* rehash */
 		size_t ncap = c->cap ? c->cap * 2 : 1024;
@@ -482,6 +496,90 @@ const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
 	c->vals[i] = strdup(quoted);
 	c->n++;
 	return c->vals[i];
+}
+
+/* Read every atom in a few batched process_vm_readv calls (one iovec per
+ * atom) instead of several reads each: naming an interpreter's code needs
+ * most of them.  Only where Atom has a plain name pointer (up to OTP 28);
+ * atoms that fail here are read one by one later. */
+#define BATCH 512
+
+int xb_vm_atoms_prefetch(struct xb_vm *vm)
+{
+	int64_t o_len = xb_off(vm, XB_F_ATOM_LEN), o_name = xb_off(vm, XB_F_ATOM_NAME);
+	uint64_t tab = vm->sym.atom_table, segtab;
+	uint32_t entries;
+	if (!tab || o_name < 0 || o_len < 0 || o_name < o_len || o_name - o_len > 64)
+		return -1;
+	if (xb_read_u32(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_ENTRIES), &entries) < 0 ||
+	    xb_read_u64(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_SEG_TABLE), &segtab) < 0 ||
+	    entries > (1u << 24))
+		return -1;
+	size_t npages = (entries + (1u << INDEX_PAGE_SHIFT) - 1) >> INDEX_PAGE_SHIFT;
+	uint64_t *pages = calloc(npages ? npages : 1, 8);
+	uint64_t *slots = calloc((size_t)entries + 1, 8);
+	size_t span = (size_t)(o_name - o_len) + 8;
+	uint8_t *hdr = malloc(BATCH * span);
+	char *names = malloc(BATCH * (MAX_ATOM_BYTES + 1));
+	int rc = -1;
+	if (!pages || !slots || !hdr || !names || xb_read(&vm->mem, segtab, pages, npages * 8) < 0)
+		goto out;
+	for (size_t pg = 0; pg < npages; pg++) {
+		size_t first = pg << INDEX_PAGE_SHIFT;
+		size_t n = entries - first < (1u << INDEX_PAGE_SHIFT) ? entries - first : (1u << INDEX_PAGE_SHIFT);
+		if (xb_read(&vm->mem, pages[pg], slots + first, n * 8) < 0)
+			goto out;
+	}
+	for (size_t base = 0; base < entries; base += BATCH) {
+		size_t n = entries - base < BATCH ? entries - base : BATCH;
+		struct iovec loc[BATCH], rem[BATCH];
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t a = slots[base + i] + (uint64_t)o_len;
+			if (!slots[base + i] || !xb_remote_readable(&vm->mem, a, span))
+				continue; /* read one by one later, if ever needed */
+			loc[k] = (struct iovec){ hdr + i * span, span };
+			rem[k] = (struct iovec){ (void *)(uintptr_t)a, span };
+			k++;
+		}
+		memset(hdr, 0xff, n * span);
+		if (k && process_vm_readv(vm->pid, loc, k, rem, k, 0) != (ssize_t)(k * span))
+			continue;
+		size_t m = 0;
+		size_t idx[BATCH];
+		for (size_t i = 0; i < n; i++) {
+			int16_t len;
+			uint64_t name;
+			memcpy(&len, hdr + i * span, 2);
+			memcpy(&name, hdr + i * span + (o_name - o_len), 8);
+			if (len < 0 || len > MAX_ATOM_BYTES || !xb_remote_readable(&vm->mem, name, (size_t)len ? (size_t)len : 1))
+				continue;
+			loc[m] = (struct iovec){ names + i * (MAX_ATOM_BYTES + 1), (size_t)len };
+			rem[m] = (struct iovec){ (void *)(uintptr_t)name, (size_t)len };
+			idx[m++] = i;
+		}
+		ssize_t want = 0;
+		for (size_t i = 0; i < m; i++)
+			want += (ssize_t)loc[i].iov_len;
+		if (m && process_vm_readv(vm->pid, loc, m, rem, m, 0) != want)
+			continue;
+		for (size_t j = 0; j < m; j++) {
+			char *t = loc[j].iov_base;
+			size_t len = loc[j].iov_len;
+			if (memchr(t, 0, len))
+				continue;
+			t[len] = 0;
+			uint64_t key = base + idx[j] + 1;
+			atom_cache_put(vm, key, t, len);
+		}
+	}
+	rc = 0;
+out:
+	free(pages);
+	free(slots);
+	free(hdr);
+	free(names);
+	return rc;
 }
 
 /* ---- scheduler data (erl_process.h: ErtsAlignedSchedulerData) ---- */

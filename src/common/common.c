@@ -94,6 +94,8 @@ int xb_parse_pid(const char *s, int *pid)
 	char *end;
 	if (!s || !*s)
 		return xb_fail("missing PID: pass the OS process id of a running BEAM (e.g. from `pgrep beam.smp`)");
+	if (*s < '0' || *s > '9')
+		return xb_fail("'%s' is not a PID: pass the numeric OS process id of a running BEAM", s);
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (*end || errno || v <= 0 || v > INT_MAX)

@@ -347,6 +347,8 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 	cm->stamp[0] = ix;
 	cm->stamp[1] = mods;
 	cm->stamp[2] = n;
+	if (!vm->atoms.n)
+		xb_vm_atoms_prefetch(vm);
 	int64_t esz = xb_off(vm, XB_F_RANGE_SIZE);
 	uint8_t *tab = malloc(n * (uint64_t)esz + 1);
 	if (!tab)

@@ -232,6 +232,15 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	if (es->status == XB_ES_BAD) {
 		c->dropped_bad++;
 		xb_debug("drop (tid %d ip %llx): %s\n", (int)s->tid, (unsigned long long)s->ip, es->why);
+		if (xb_verbose >= 2) {
+			char name[512], tag[300];
+			for (unsigned k = 0; k < uw.n; k++) {
+				native_name(c, uw.pcs[k], uw.activation[k], name, sizeof(name), tag, sizeof(tag));
+				xb_debug("    #%u %s %s\n", k, name, tag);
+			}
+			const struct xb_code *h = xb_codemap_find(&c->cm, uw.erlang_pc - !uw.erlang_pc_exact);
+			xb_debug("    JIT/Erlang frame: %s (regs valid 0x%x)\n", h ? h->name : "?", uw.regs_valid);
+		}
 		return;
 	}
 	if (es->status == XB_ES_STALE) {
@@ -600,7 +609,10 @@ int main(int argc, char **argv)
 	c.o = &o;
 	c.vm = &vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		if (o.check) /* a table that does not fit is a check that fails */
+			fprintf(out, "FAIL attach                 %s\n0 checks passed, 1 failed\n", xb_err());
+		else
+			fprintf(stderr, PROG ": %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;
 	}

@@ -10,6 +10,7 @@
 #include "xb/version.h"
 #include "xb/vm.h"
 
+#include <dirent.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +43,34 @@ static void usage(FILE *f)
 		"\n"
 		"Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
 		"never paused: its memory is read with process_vm_readv(2).\n");
+}
+
+/* Does the VM write PATH itself (+JPperf map)?  It keeps the file open:
+ * look for it among the VM's file descriptors, which works whether or not
+ * erts_jit_perf_support is a symbol we can read (OTP 29 hides it). */
+static bool vm_writes_map(struct xb_vm *vm, const char *path)
+{
+	uint64_t ps = xb_symbols_lookup(&vm->syms, vm->beam, "erts_jit_perf_support", NULL);
+	uint32_t modes = 0;
+	if (ps && xb_read_u32(&vm->mem, ps, &modes) == 0 && (modes & 2))
+		return true;
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)vm->pid);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+	while (d && !found && (de = readdir(d))) {
+		char link[320], target[4096];
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			found = strcmp(target, path) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
 }
 
 static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct xb_codemap *cm)
@@ -125,9 +154,7 @@ int main(int argc, char **argv)
 		snprintf(defpath, sizeof(defpath), "/tmp/perf-%d.map", pid);
 		out = defpath;
 		/* With +JPperf map the VM appends to this very file itself. */
-		uint64_t ps = xb_symbols_lookup(&vm.syms, vm.beam, "erts_jit_perf_support", NULL);
-		uint32_t modes = 0;
-		if (ps && xb_read_u32(&vm.mem, ps, &modes) == 0 && (modes & 2)) {
+		if (vm_writes_map(&vm, out)) {
 			fprintf(stderr, "erlang-write-perf-map: the VM writes %s itself (started with "
 					"+JPperf map); pass -o PATH to write ours elsewhere\n", out);
 			xb_vm_detach(&vm);

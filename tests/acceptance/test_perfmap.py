@@ -256,7 +256,7 @@ def expect_refusal(r, what):
     return lines[0]
 
 
-@per_vm(exclude=None)
+@per_vm()
 def test_default_path_written_0644(target):
     with VM(target) as vm:
         path = default_map_path(vm.pid)
