@@ -67,6 +67,11 @@ enum xb_field {
 	XB_F_PTAB_MAX,
 	XB_F_PTAB_INVALID_ELEMENT,
 	XB_F_PTAB_ELEMENT_SIZE,
+	XB_F_PTAB_PIX_MASK,      /* pid terms carry a table index interleaved */
+	XB_F_PTAB_PIX_CL_MASK,   /* with the pid data: erts_ptab_pixdata2data */
+	XB_F_PTAB_PIX_CL_SHIFT,
+	XB_F_PTAB_PIX_CLI_MASK,
+	XB_F_PTAB_PIX_CLI_SHIFT,
 	/* erts/emulator/beam/jit/beam_jit_metadata.cpp (JIT only) */
 	XB_F_JITDESC_VERSION,
 	XB_F_JITDESC_FIRST_ENTRY,

@@ -25,8 +25,19 @@ static inline bool xb_is_pid(uint64_t t) { return (t & XB_TAG_IMMED1_MASK) == XB
 /* A continuation pointer (return address) on an Erlang stack: primary tag 0. */
 static inline bool xb_is_cp(uint64_t t) { return t != 0 && (t & XB_TAG_PRIMARY_MASK) == 0; }
 
-/* "<0.NUM.SER>" for a local pid term.  Returns -1 if not a pid. */
-int xb_format_pid(uint64_t t, int num_bits, int ser_bits, char *buf, size_t len);
+/* A pid term holds "pixdata": the process table index interleaved into
+ * the pid's data (erl_ptab.h, erts_ptab_pixdata2data), with masks and
+ * shifts read from erts_proc at attach time. */
+struct xb_pix {
+	uint64_t mask, cl_mask, cli_mask;
+	unsigned cl_shift, cli_shift;
+	bool valid;
+};
+
+/* "<0.NUM.SER>" for a local pid term (pix may be NULL or invalid: the
+ * data is then taken as is).  Returns -1 if not a pid. */
+int xb_format_pid(uint64_t t, int num_bits, int ser_bits, const struct xb_pix *pix, char *buf,
+		  size_t len);
 
 /* Quote an atom's UTF-8 text as erts does for %T (erl_printf_term.c,
  * print_atom_name): quoted unless it starts with a Latin-1 lowercase

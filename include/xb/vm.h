@@ -6,6 +6,7 @@
 #include "xb/release.h"
 #include "xb/remote.h"
 #include "xb/symbols.h"
+#include "xb/term.h"
 
 #include <limits.h>
 #include <sys/types.h>
@@ -55,6 +56,7 @@ struct xb_vm {
 	const char *thread_fmt[3]; /* scheduler thread names (release table) */
 	struct xb_vm_syms sym;
 	struct xb_atom_cache atoms;
+	struct xb_pix pix; /* pid decoding, from erts_proc */
 	uint64_t sched_base, sched_count; /* cached scheduler data array */
 	uint64_t alive_checked_ns;
 };

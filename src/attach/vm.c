@@ -244,6 +244,23 @@ static int pick_table(struct xb_vm *vm)
 		       vm->otp[0] ? vm->otp : "?", vm->erts[0] ? vm->erts : "?", list);
 }
 
+/* erts_proc's pid interleaving parameters (erl_ptab.h ErtsPTabReadOnlyData;
+ * Uint32 or Uint by release, values < 2^32: the low 4 bytes suffice). */
+static void read_pix(struct xb_vm *vm)
+{
+	static const enum xb_field f[5] = { XB_F_PTAB_PIX_MASK, XB_F_PTAB_PIX_CL_MASK,
+					    XB_F_PTAB_PIX_CL_SHIFT, XB_F_PTAB_PIX_CLI_MASK,
+					    XB_F_PTAB_PIX_CLI_SHIFT };
+	uint32_t v[5];
+	if (!vm->sym.proc_tab)
+		return;
+	for (int i = 0; i < 5; i++)
+		if (xb_off(vm, f[i]) < 0 ||
+		    xb_read_u32(&vm->mem, vm->sym.proc_tab + (uint64_t)xb_off(vm, f[i]), &v[i]) < 0)
+			return;
+	vm->pix = (struct xb_pix){ v[0], v[1], v[3], v[2], v[4], v[2] < 64 && v[4] < 64 };
+}
+
 int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 {
 	memset(vm, 0, sizeof(*vm));
@@ -319,6 +336,7 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 		xb_vm_count_sched_threads(vm, nth);
 		xb_vm_discover(vm, nth[0], nth[1], nth[2]);
 	}
+	read_pix(vm);
 	return 0;
 }
 

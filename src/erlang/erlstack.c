@@ -107,7 +107,7 @@ static void identify(struct xb_estate *st, const struct proc *p, struct xb_estac
 {
 	struct xb_vm *vm = st->vm;
 	out->pid_term = p->id;
-	xb_format_pid(p->id, vm->pid_num_bits, vm->pid_ser_bits, out->pid, sizeof(out->pid));
+	xb_format_pid(p->id, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, out->pid, sizeof(out->pid));
 	out->regname[0] = 0;
 	if (!st->want_identity)
 		return;

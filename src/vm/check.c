@@ -133,7 +133,7 @@ static void check_processes(struct ctx *c, struct xb_vm *vm)
 		if (ok) {
 			good++;
 			char s[32];
-			xb_format_pid(id, vm->pid_num_bits, vm->pid_ser_bits, s, sizeof(s));
+			xb_format_pid(id, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, s, sizeof(s));
 			pid0 |= strcmp(s, "<0.0.0>") == 0;
 		} else if (!bad[0]) {
 			snprintf(bad, sizeof(bad), "; e.g. slot %u: id 0x%llx heap 0x%llx htop 0x%llx stop 0x%llx hend 0x%llx",

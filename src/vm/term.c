@@ -4,11 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
-int xb_format_pid(uint64_t t, int num_bits, int ser_bits, char *buf, size_t len)
+int xb_format_pid(uint64_t t, int num_bits, int ser_bits, const struct xb_pix *pix, char *buf,
+		  size_t len)
 {
 	if (!xb_is_pid(t) || num_bits <= 0 || ser_bits <= 0)
 		return -1;
 	uint64_t data = t >> 4; /* _PID_DATA_SHIFT = _TAG_IMMED1_SIZE */
+	if (pix && pix->valid && pix->cl_shift < 64 && pix->cli_shift < 64) {
+		uint64_t pd = data;
+		data = pd & ~pix->mask;
+		data |= (pd >> pix->cl_shift) & pix->cl_mask;
+		data |= (pd & pix->cli_mask) << pix->cli_shift;
+	}
 	unsigned num = (unsigned)(data & ((1ull << num_bits) - 1));
 	unsigned ser = (unsigned)((data >> num_bits) & ((1ull << ser_bits) - 1));
 	snprintf(buf, len, "<0.%u.%u>", num, ser);

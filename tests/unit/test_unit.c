@@ -176,21 +176,21 @@ static uint64_t mkpid(uint64_t num, uint64_t ser)
 static void t_format_pid(void)
 {
 	char buf[64];
-	CHECK(xb_format_pid(mkpid(80, 0), 15, 13, buf, sizeof(buf)) == 0 &&
+	CHECK(xb_format_pid(mkpid(80, 0), 15, 13, NULL, buf, sizeof(buf)) == 0 &&
 		      strcmp(buf, "<0.80.0>") == 0, "got %s", buf);
-	CHECK(xb_format_pid(mkpid(0, 0), 15, 13, buf, sizeof(buf)) == 0 &&
+	CHECK(xb_format_pid(mkpid(0, 0), 15, 13, NULL, buf, sizeof(buf)) == 0 &&
 		      strcmp(buf, "<0.0.0>") == 0, "got %s", buf);
-	CHECK(xb_format_pid(mkpid(32767, 8191), 15, 13, buf, sizeof(buf)) == 0 &&
+	CHECK(xb_format_pid(mkpid(32767, 8191), 15, 13, NULL, buf, sizeof(buf)) == 0 &&
 		      strcmp(buf, "<0.32767.8191>") == 0, "max: got %s", buf);
-	CHECK(xb_format_pid(mkpid(5, 3) | (1ull << 40) | (1ull << 63), 15, 13, buf, sizeof(buf)) == 0 &&
+	CHECK(xb_format_pid(mkpid(5, 3) | (1ull << 40) | (1ull << 63), 15, 13, NULL, buf, sizeof(buf)) == 0 &&
 		      strcmp(buf, "<0.5.3>") == 0, "high bits: got %s", buf);
-	CHECK(xb_format_pid((7ull << 6) | XB_TAG_IMMED2_ATOM, 15, 13, buf, sizeof(buf)) == -1,
+	CHECK(xb_format_pid((7ull << 6) | XB_TAG_IMMED2_ATOM, 15, 13, NULL, buf, sizeof(buf)) == -1,
 	      "an atom formatted as a pid");
-	CHECK(xb_format_pid((42ull << 4) | XB_TAG_IMMED1_SMALL, 15, 13, buf, sizeof(buf)) == -1,
+	CHECK(xb_format_pid((42ull << 4) | XB_TAG_IMMED1_SMALL, 15, 13, NULL, buf, sizeof(buf)) == -1,
 	      "a small formatted as a pid");
-	CHECK(xb_format_pid(mkpid(1, 1), 0, 13, buf, sizeof(buf)) == -1, "num_bits 0 accepted");
+	CHECK(xb_format_pid(mkpid(1, 1), 0, 13, NULL, buf, sizeof(buf)) == -1, "num_bits 0 accepted");
 	char tiny[4];
-	CHECK(xb_format_pid(mkpid(12345, 1), 15, 13, tiny, sizeof(tiny)) == 0 && strlen(tiny) == 3,
+	CHECK(xb_format_pid(mkpid(12345, 1), 15, 13, NULL, tiny, sizeof(tiny)) == 0 && strlen(tiny) == 3,
 	      "truncation");
 }
 
@@ -748,6 +748,26 @@ static void t_profile_flat_and_blame(void)
 	xb_profile_free(&p);
 }
 
+/* OTP 27, 2 schedulers: erts_proc's pix_mask 0xfffff, pix_cl_mask 0x1ffff,
+ * pix_cl_shift 3, pix_cli_mask 7, pix_cli_shift 17 (read from a live VM);
+ * the VM printed <0.83.0> for the pid term whose pixdata is 83 << 3. */
+static void t_format_pid_pixdata(void)
+{
+	struct xb_pix pix = { 0xfffff, 0x1ffff, 7, 3, 17, true };
+	char buf[32];
+	uint64_t term = ((uint64_t)(83 << 3) << 4) | XB_TAG_IMMED1_PID;
+	CHECK(xb_format_pid(term, 28, 32, &pix, buf, sizeof(buf)) == 0 && strcmp(buf, "<0.83.0>") == 0,
+	      "got %s", buf);
+	/* serial bits above the table index are kept */
+	term = (((uint64_t)1 << 28 | (uint64_t)(5 << 3)) << 4) | XB_TAG_IMMED1_PID;
+	CHECK(xb_format_pid(term, 28, 32, &pix, buf, sizeof(buf)) == 0 && strcmp(buf, "<0.5.1>") == 0,
+	      "got %s", buf);
+	pix.valid = false;
+	term = ((uint64_t)(83 << 3) << 4) | XB_TAG_IMMED1_PID;
+	CHECK(xb_format_pid(term, 28, 32, &pix, buf, sizeof(buf)) == 0 && strcmp(buf, "<0.664.0>") == 0,
+	      "without the table's parameters the data is taken as is: %s", buf);
+}
+
 static void t_percentile(void)
 {
 	uint64_t v[] = { 50, 10, 30, 40, 20 };
@@ -791,6 +811,7 @@ int main(int argc, char **argv)
 	run_case("sampler_parse", t_sampler_parse);
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
 	run_case("percentile", t_percentile);
+	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
