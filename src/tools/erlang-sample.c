@@ -395,44 +395,56 @@ static void print_pstack(struct ctx *c, FILE *f)
 			if (t->kind != 's' || t->sched_no != no)
 				continue;
 			struct pstack_entry *pe = i < c->nps ? &c->ps[i] : NULL;
-			if (!pe || !pe->have) {
-				fprintf(f, "scheduler %d (tid %d): idle\n", no, (int)t->tid);
-				if (c->o->idle_stacks) {
-					char path[96];
-					snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)c->vm->pid, (int)t->tid);
-					char *sc = xb_slurp(path, NULL);
-					unsigned long long sp = 0, pc = 0;
-					char *p = sc ? strrchr(sc, ' ') : NULL;
-					if (p && sscanf(p, " %llx", &pc) == 1) {
-						*p = 0;
-						char *q = strrchr(sc, ' ');
-						if (q)
-							sscanf(q, " %llx", &sp);
+			if (!pe || !pe->have || pe->es.status != XB_ES_OK) {
+				/* Never seen running a process: idle.  OTP 29 schedulers
+				 * spin in scheduler_wait() before sleeping, so one may
+				 * have been sampled in scheduler code: idle too. */
+				bool spun = pe && pe->have;
+				fprintf(f, "scheduler %d (tid %d): idle%s\n", no, (int)t->tid,
+					spun ? " (in scheduler code, no process)" : "");
+				if (!c->o->idle_stacks)
+					continue;
+				if (spun) {
+					unsigned k = 0;
+					for (unsigned j = 0; j < pe->uw.n; j++, k++) {
+						native_name(c, pe->uw.pcs[j], pe->uw.activation[j], name, sizeof(name), tag, sizeof(tag));
+						fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)pe->uw.pcs[j], name, tag);
 					}
-					free(sc);
-					if (sp && pc) {
-						struct xb_unwind uw;
-						xb_unwind_blocked(&c->uw, t->tid, sp, pc, &uw);
-						for (unsigned k = 0; k < uw.n; k++) {
-							native_name(c, uw.pcs[k], uw.activation[k], name, sizeof(name), tag, sizeof(tag));
-							fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw.pcs[k], name, tag);
-						}
-						if (uw.stop == XB_UW_REACHED_ERLANG)
-							fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n,
-								(unsigned long long)uw.erlang_pc);
-					} else {
-						fprintf(f, "  (waiting stack not available)\n");
+					if (pe->jit_here)
+						fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k, (unsigned long long)pe->uw.erlang_pc,
+							pe->jit_here->name);
+					continue;
+				}
+				char path[96];
+				snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)c->vm->pid, (int)t->tid);
+				char *sc = xb_slurp(path, NULL);
+				unsigned long long sp = 0, pc = 0;
+				char *p = sc ? strrchr(sc, ' ') : NULL;
+				if (p && sscanf(p, " %llx", &pc) == 1) {
+					*p = 0;
+					char *q = strrchr(sc, ' ');
+					if (q)
+						sscanf(q, " %llx", &sp);
+				}
+				free(sc);
+				if (sp && pc) {
+					struct xb_unwind uw;
+					xb_unwind_blocked(&c->uw, t->tid, sp, pc, &uw);
+					for (unsigned k = 0; k < uw.n; k++) {
+						native_name(c, uw.pcs[k], uw.activation[k], name, sizeof(name), tag, sizeof(tag));
+						fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw.pcs[k], name, tag);
 					}
+					if (uw.stop == XB_UW_REACHED_ERLANG)
+						fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n,
+							(unsigned long long)uw.erlang_pc);
+				} else {
+					fprintf(f, "  (waiting stack not available)\n");
 				}
 				continue;
 			}
 			struct xb_estack *es = &pe->es;
-			if (es->status == XB_ES_OK)
-				fprintf(f, "scheduler %d (tid %d): process %s%s%s\n", no, (int)t->tid, es->pid,
-					es->regname[0] ? " " : "", es->regname);
-			else
-				fprintf(f, "scheduler %d (tid %d): running, no Erlang process (scheduler code)\n",
-					no, (int)t->tid);
+			fprintf(f, "scheduler %d (tid %d): process %s%s%s\n", no, (int)t->tid, es->pid,
+				es->regname[0] ? " " : "", es->regname);
 			unsigned k = 0;
 			for (unsigned j = 0; j < pe->uw.n; j++, k++) {
 				native_name(c, pe->uw.pcs[j], pe->uw.activation[j], name, sizeof(name), tag, sizeof(tag));
