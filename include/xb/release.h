@@ -141,6 +141,10 @@ struct xb_release {
 	const char *otp;          /* OTP major release, e.g. "25" */
 	int num_code_ix;          /* ERTS_NUM_CODE_IX (code_ix.h) */
 	int pid_num_bits, pid_ser_bits; /* erl_term.h _PID_NUM_SIZE, _PID_SER_SIZE */
+	/* erl_ptab.h erts_ptab_id2data: 1 when a pid term holds "pixdata" (the
+	 * table index interleaved into the data, OTP 27+); 0 when the data
+	 * sits in the low 32 bits and the index in the high ones (OTP 25). */
+	int pid_pixdata;
 	struct xb_release_flavor emu, jit;
 	/* Names of scheduler threads, printf formats with one %d: normal,
 	 * dirty CPU, dirty I/O (erl_process.c, erts_snprintf(opts.name, ...));

@@ -52,7 +52,7 @@ struct xb_vm {
 	bool table_from_dwarf;        /* no table: offsets from DWARF */
 	int64_t off[XB_F_COUNT];
 	struct xb_regroles regs;
-	int num_code_ix, pid_num_bits, pid_ser_bits;
+	int num_code_ix, pid_num_bits, pid_ser_bits, pid_pixdata;
 	const char *thread_fmt[3]; /* scheduler thread names (release table) */
 	struct xb_vm_syms sym;
 	struct xb_atom_cache atoms;

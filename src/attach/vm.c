@@ -197,6 +197,7 @@ static int pick_table(struct xb_vm *vm)
 		vm->num_code_ix = vm->rel->num_code_ix;
 		vm->pid_num_bits = vm->rel->pid_num_bits;
 		vm->pid_ser_bits = vm->rel->pid_ser_bits;
+		vm->pid_pixdata = vm->rel->pid_pixdata;
 		memcpy(vm->thread_fmt, vm->rel->thread_fmt, sizeof(vm->thread_fmt));
 		if (have_dwarf) {
 			/* DWARF describes this very binary: it wins, and a
@@ -223,6 +224,7 @@ static int pick_table(struct xb_vm *vm)
 		vm->num_code_ix = latest->num_code_ix;
 		vm->pid_num_bits = latest->pid_num_bits;
 		vm->pid_ser_bits = latest->pid_ser_bits;
+		vm->pid_pixdata = latest->pid_pixdata;
 		memcpy(vm->thread_fmt, latest->thread_fmt, sizeof(vm->thread_fmt));
 		if (vm->flavor == XB_FLAVOR_EMU) {
 			int r;
@@ -252,7 +254,7 @@ static void read_pix(struct xb_vm *vm)
 					    XB_F_PTAB_PIX_CL_SHIFT, XB_F_PTAB_PIX_CLI_MASK,
 					    XB_F_PTAB_PIX_CLI_SHIFT };
 	uint32_t v[5];
-	if (!vm->sym.proc_tab)
+	if (!vm->sym.proc_tab || !vm->pid_pixdata)
 		return;
 	for (int i = 0; i < 5; i++)
 		if (xb_off(vm, f[i]) < 0 ||

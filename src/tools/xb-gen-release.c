@@ -199,6 +199,22 @@ static void thread_formats(const char *src, char fmt[3][64])
 	}
 }
 
+/* Does the 64-bit erts_ptab_id2data decode "pixdata" (OTP 27+), or take
+ * the low half of the term (huint.hval[ERTS_HUINT_HVAL_LOW], OTP 25)? */
+static int pid_pixdata(const char *src)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/erts/emulator/beam/erl_ptab.h", src);
+	char *text = xb_slurp(path, NULL);
+	if (!text) {
+		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
+		exit(1);
+	}
+	int r = strstr(text, "hval[ERTS_HUINT_HVAL_LOW] >> ERTS_PTAB_ID_DATA_SHIFT") == NULL;
+	free(text);
+	return r;
+}
+
 static Dwarf *open_dwarf(const char *path)
 {
 	int fd = open(path, O_RDONLY);
@@ -285,6 +301,7 @@ int main(int argc, char **argv)
 	printf("\t.num_code_ix = %ld, /* code_ix.h ERTS_NUM_CODE_IX */\n", code_ix);
 	printf("\t.pid_num_bits = %ld, /* erl_term.h _PID_NUM_SIZE */\n", num);
 	printf("\t.pid_ser_bits = %ld, /* erl_term.h _PID_DATA_SIZE - _PID_NUM_SIZE */\n", data - num);
+	printf("\t.pid_pixdata = %d, /* erl_ptab.h erts_ptab_id2data (64-bit) */\n", pid_pixdata(src));
 	print_flavor("emu", eoff, &eregs);
 	print_flavor("jit", joff, &jregs);
 	char tf[3][64];

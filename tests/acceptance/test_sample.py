@@ -197,8 +197,12 @@ def test_idle_pstack(target):
         blocks = [b for b in re.split(r"(?m)^(?=scheduler )", r2.out) if b.startswith("scheduler")]
         check(blocks and all(re.search(r"^\s+#0\s+0x[0-9a-f]+ \S+", b, re.M) for b in blocks),
               "an idle scheduler has no waiting stack", r2.out)
-        check(any("erts_schedule" in b for b in blocks),
-              "no idle stack passes through erts_schedule", r2.out)
+        # A stripped OTP 29 beam names none of its internal functions; its
+        # idle stacks still end in the JIT's scheduler loop.
+        marks = ["erts_schedule"] if not (target.debug == "dynsym" and target.otp == "29") else \
+            ["erts_schedule", "global::process_main", "(Erlang scheduler loop)"]
+        check(any(m in b for b in blocks for m in marks),
+              "no idle stack passes through %s" % " or ".join(marks), r2.out)
 
 
 @per_vm()
@@ -300,10 +304,10 @@ def test_max_callchain_depth(target):
 
 @per_vm()
 def test_include_kernel(target):
-    """--include-kernel adds kernel frames (an allocating process makes
-    system calls and page faults), tagged [kernel]."""
+    """--include-kernel adds kernel frames (a process stat()ing a file in a
+    loop keeps the VM in system calls), tagged [kernel]."""
     with VM(target, schedulers=2) as vm:
-        vm.eval("xb_gc:start()")
+        vm.eval('spawn(fun L() -> file:read_file_info("/proc/self/stat"), L() end)')
         time.sleep(0.5)
         r = sample(vm, "-d", "3", "--include-kernel", "-t", "10000")
         processed, received, rows = parse_table(r.out)

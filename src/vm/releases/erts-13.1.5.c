@@ -9,6 +9,7 @@ const struct xb_release xb_release_erts_13_1_5 = {
 	.num_code_ix = 3, /* code_ix.h ERTS_NUM_CODE_IX */
 	.pid_num_bits = 15, /* erl_term.h _PID_NUM_SIZE */
 	.pid_ser_bits = 13, /* erl_term.h _PID_DATA_SIZE - _PID_NUM_SIZE */
+	.pid_pixdata = 0, /* erl_ptab.h erts_ptab_id2data (64-bit) */
 	.emu = {
 		.off = {
 			[0] = 776, /* process size (erl_process.h) */
