@@ -41,6 +41,19 @@ static int asm_reg(const char *name)
 	return XB_PREG_NONE;
 }
 
+/* The text of FILE (relative to the OTP source tree), or exit. */
+static char *read_src(const char *src, const char *file)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", src, file);
+	char *text = xb_slurp(path, NULL);
+	if (!text) {
+		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
+		exit(1);
+	}
+	return text;
+}
+
 /* The value of `#define NAME EXPR` in FILE, where EXPR is an integer
  * expression of + - * ( ) and other such macros (e.g. erl_term.h's
  * `_PID_DATA_SIZE (ERTS_SIZEOF_TERM*8 - _TAG_IMMED1_SIZE)`).  We build
@@ -115,13 +128,9 @@ static long expr_sum(struct expr *e)
 
 static long src_define(const char *src, const char *file, const char *name)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/erts/emulator/beam/%s", src, file);
-	char *text = xb_slurp(path, NULL);
-	if (!text) {
-		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
-		exit(1);
-	}
+	char rel[256];
+	snprintf(rel, sizeof(rel), "erts/emulator/beam/%s", file);
+	char *text = read_src(src, rel);
 	char *save = NULL;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		char n[128];
@@ -134,7 +143,7 @@ static long src_define(const char *src, const char *file, const char *name)
 		}
 	}
 	free(text);
-	fprintf(stderr, "xb-gen-release: no #define %s in %s\n", name, path);
+	fprintf(stderr, "xb-gen-release: no #define %s in %s/%s\n", name, src, rel);
 	exit(1);
 }
 
@@ -142,13 +151,7 @@ static long src_define(const char *src, const char *file, const char *name)
  * definition wins (the native-stack configuration used on Linux x86-64). */
 static int jit_reg(const char *src, const char *var)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/erts/emulator/beam/jit/x86/beam_asm.hpp", src);
-	char *text = xb_slurp(path, NULL);
-	if (!text) {
-		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
-		exit(1);
-	}
+	char *text = read_src(src, "erts/emulator/beam/jit/x86/beam_asm.hpp");
 	int r = XB_PREG_NONE;
 	char *save = NULL;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -168,13 +171,7 @@ static int jit_reg(const char *src, const char *var)
  * (after the run-queue supervisor): normal, dirty cpu, dirty io. */
 static void thread_formats(const char *src, char fmt[3][64])
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/erts/emulator/beam/erl_process.c", src);
-	char *text = xb_slurp(path, NULL);
-	if (!text) {
-		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
-		exit(1);
-	}
+	char *text = read_src(src, "erts/emulator/beam/erl_process.c");
 	int k = 0;
 	for (char *p = text; (p = strstr(p, "snprintf(opts.name, sizeof(name), \"")) && k < 4; p++) {
 		char *q = strchr(p, '"') + 1, *end = strchr(q, '"');
@@ -194,7 +191,7 @@ static void thread_formats(const char *src, char fmt[3][64])
 	}
 	free(text);
 	if (k < 3) {
-		fprintf(stderr, "xb-gen-release: scheduler thread names not found in %s\n", path);
+		fprintf(stderr, "xb-gen-release: scheduler thread names not found in erl_process.c\n");
 		exit(1);
 	}
 }
@@ -203,13 +200,7 @@ static void thread_formats(const char *src, char fmt[3][64])
  * the low half of the term (huint.hval[ERTS_HUINT_HVAL_LOW], OTP 25)? */
 static int pid_pixdata(const char *src)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/erts/emulator/beam/erl_ptab.h", src);
-	char *text = xb_slurp(path, NULL);
-	if (!text) {
-		fprintf(stderr, "xb-gen-release: cannot read %s\n", path);
-		exit(1);
-	}
+	char *text = read_src(src, "erts/emulator/beam/erl_ptab.h");
 	int r = strstr(text, "hval[ERTS_HUINT_HVAL_LOW] >> ERTS_PTAB_ID_DATA_SHIFT") == NULL;
 	free(text);
 	return r;
