@@ -46,6 +46,10 @@ struct xb_estate {
 	bool want_identity;      /* read the registered name (and always the pid) */
 	uint64_t codemap_refreshes, last_refresh_ns;
 	uint64_t unknown_call_sites;
+	bool refresh_wanted;     /* a lookup missed: rebuild between samples */
+	bool keep_old_maps;      /* retire replaced maps instead of freeing */
+	struct xb_codemap **retired;
+	size_t nretired, nretired_cap;
 	unsigned flags; /* codemap build flags */
 	/* JIT: executable mappings that are not files (JIT code). */
 	uint64_t jit_lo, jit_hi;
@@ -59,7 +63,10 @@ bool xb_estate_is_erlang_pc(void *st, uint64_t pc);
  * dirty cpu, 'i' dirty io, 'o' other) and number (0 if none). */
 void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
 		     char kind, int sched_no, struct xb_estack *out);
-/* Rebuild the code map if the VM loaded code (rate-limited). */
+/* Rebuild the code map if the VM loaded code (rate-limited).  Call it
+ * between samples, never while an xb_estack of the current map is in use
+ * (unless keep_old_maps). */
 void xb_estate_refresh_code(struct xb_estate *st, bool force);
+void xb_estate_free(struct xb_estate *st);
 
 #endif

@@ -59,7 +59,7 @@ struct xb_sampler {
 	int event_type;
 	uint64_t event_config;
 	uint64_t lost, throttled, unthrottled, received;
-	uint64_t last_scan_ns;
+	uint64_t last_scan_ns, last_full_drain_ns;
 	uint8_t *scratch; /* record reassembly */
 	size_t scratch_size;
 	size_t page_size;

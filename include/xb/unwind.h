@@ -12,7 +12,8 @@
 enum xb_unwind_stop {
 	XB_UW_REACHED_ERLANG, /* stopped at a JIT / process_main frame */
 	XB_UW_END,            /* the native stack ended (a thread's root) */
-	XB_UW_TRUNCATED,      /* ran out of stack copy / CFI, or too deep */
+	XB_UW_TRUNCATED,      /* ran out of stack copy or CFI: the stack is unknown */
+	XB_UW_DEPTH_LIMIT,    /* cut at --max-callchain-depth: known, shortened */
 };
 
 struct xb_unwind {

@@ -5,9 +5,10 @@
 #include "xb/term.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define REFRESH_MIN_NS (200ull * 1000 * 1000)
+#define REFRESH_MIN_NS (100ull * 1000 * 1000)
 #define MAX_HEAP_BYTES (1ull << 36)
 #define CHUNK_WORDS 512
 
@@ -32,11 +33,37 @@ void xb_estate_refresh_code(struct xb_estate *st, bool force)
 	if (!force && xb_codemap_stale(st->vm, st->cm) != 1)
 		return;
 	struct xb_codemap next;
+	st->refresh_wanted = false;
 	if (xb_codemap_build(st->vm, &next, st->flags) < 0)
 		return; /* keep the old map */
-	xb_codemap_free(st->cm);
+	if (st->keep_old_maps) {
+		/* --pstack keeps frames of earlier samples until it prints. */
+		struct xb_codemap *old = malloc(sizeof(*old));
+		if (old && xb_grow((void **)&st->retired, &st->nretired_cap, st->nretired + 1,
+				   sizeof(*st->retired)) == 0) {
+			*old = *st->cm;
+			st->retired[st->nretired++] = old;
+		} else {
+			free(old);
+			xb_codemap_free(&next);
+			return; /* cannot keep the old one safely: keep using it */
+		}
+	} else {
+		xb_codemap_free(st->cm);
+	}
 	*st->cm = next;
 	st->codemap_refreshes++;
+}
+
+void xb_estate_free(struct xb_estate *st)
+{
+	for (size_t i = 0; i < st->nretired; i++) {
+		xb_codemap_free(st->retired[i]);
+		free(st->retired[i]);
+	}
+	free(st->retired);
+	st->retired = NULL;
+	st->nretired = st->nretired_cap = 0;
 }
 
 static bool in_jit_mapping(struct xb_vm *vm, uint64_t pc)
@@ -61,14 +88,14 @@ bool xb_estate_is_erlang_pc(void *arg, uint64_t pc)
 	return pm && pc >= pm && pc < pm + (vm->sym.process_main_size ? vm->sym.process_main_size : 1);
 }
 
+/* A miss may be code loaded since the map was built: ask for a rebuild,
+ * which the caller does between samples (never during one: frames already
+ * taken point into the current map). */
 static const struct xb_code *lookup(struct xb_estate *st, uint64_t addr)
 {
 	const struct xb_code *c = xb_codemap_find(st->cm, addr);
-	if (!c && addr >= 4096) {
-		/* Maybe code loaded since the map was built. */
-		xb_estate_refresh_code(st, false);
-		c = xb_codemap_find(st->cm, addr);
-	}
+	if (!c && addr >= 4096)
+		st->refresh_wanted = true;
 	return c;
 }
 
@@ -179,8 +206,10 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 			if (!c) {
 				/* Frame-pointer layouts keep saved frame
 				 * pointers (stack addresses) here too. */
-				if (!(w >= E && w < hend))
+				if (!(w >= E && w < hend)) {
 					out->unresolved++;
+					st->refresh_wanted = true; /* new code? */
+				}
 				continue;
 			}
 			push(st, out, c, w);
@@ -253,8 +282,15 @@ static int leave_kind(struct xb_estate *st, uint64_t pc)
 	uint8_t b[32];
 	int kind = LEAVE_UNKNOWN;
 	int64_t stop = xb_off(st->vm, XB_F_PROC_STOP);
-	if (xb_read(&st->vm->mem, pc, b, sizeof(b)) == 0) {
-		for (size_t i = 0; i + 7 <= sizeof(b) && kind == LEAVE_UNKNOWN; i++) {
+	size_t len = sizeof(b);
+	const struct xb_map *m = xb_maps_find(&st->vm->mem.maps, pc);
+	if (m && m->end - pc < len)
+		len = (size_t)(m->end - pc); /* the last call site of a mapping */
+	memset(b, 0, sizeof(b));
+	if (xb_read(&st->vm->mem, pc, b, len) < 0)
+		return LEAVE_UNKNOWN; /* not cached: the maps may not show new code yet */
+	{
+		for (size_t i = 0; i + 7 <= len && kind == LEAVE_UNKNOWN; i++) {
 			const uint8_t *q = b + i;
 			int32_t d;
 			if ((q[0] == 0x48 && q[1] == 0x89 && q[2] == 0xec) || /* mov rsp, rbp */
@@ -291,6 +327,14 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		return;
 	}
 	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
+	if (!here) {
+		/* JIT code our map does not name yet: the innermost function
+		 * is unknown, and guessing from the stack would credit its
+		 * caller.  A rebuild is pending (lookup). */
+		out->status = XB_ES_BAD;
+		out->why = "JIT code not in the code map yet";
+		return;
+	}
 	/* Fast path: in JIT code E is rsp, so the sample's stack copy holds
 	 * the top of the Erlang stack.  When it holds all of it (down to
 	 * beam_normal_exit) the stack is exact and needs no live read; the
@@ -303,6 +347,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			return;
 		}
 		out->n = 0;
+		out->unresolved = 0;
 	}
 	struct proc p;
 	if (read_proc(vm, c_p, &p) < 0) {
@@ -357,7 +402,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	/* Frames outside the copy are read live: make sure the process
 	 * is still the one running there. */
-	if (!in_jit && !current_matches(st, sched_no, c_p)) {
+	if (!current_matches(st, sched_no, c_p)) {
 		out->status = XB_ES_STALE;
 		out->why = "process no longer on its scheduler";
 		return;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #define MAX_SYMFILE (64u << 20)
+#define MAX_SYMFILE_TOTAL (1ull << 30) /* all symfiles of a VM together */
+#define MAX_MODULE_BYTES (64u << 20)
 #define MAX_JIT_ENTRIES 1000000
 #define MAX_FUNCTIONS (1u << 20)
 
@@ -218,22 +220,33 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
 	uint32_t seq = 0;
+	uint64_t total = 0;
 	for (; entry && seq < MAX_JIT_ENTRIES; seq++) {
 		uint64_t next, addr, size;
+		/* The chain itself must be readable; one bad symfile only
+		 * costs its own names (counted in cm->dropped). */
 		if (xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_NEXT], &next) < 0 ||
 		    xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_SYMFILE_ADDR], &addr) < 0 ||
 		    xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_SYMFILE_SIZE], &size) < 0)
 			goto fail;
-		if (size > MAX_SYMFILE) {
-			xb_fail("implausible JIT symfile size %llu", (unsigned long long)size);
+		entry = next;
+		total += size;
+		if (total > MAX_SYMFILE_TOTAL) {
+			xb_fail("JIT registrations add up to more than %llu bytes: a corrupt chain?",
+				(unsigned long long)MAX_SYMFILE_TOTAL);
 			goto fail;
 		}
-		if (xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 ||
-		    xb_read(&vm->mem, addr, buf, size) < 0)
-			goto fail;
-		if (xb_codemap_parse_symfile(cm, off, buf, size, seq, flags) < 0)
-			goto fail;
-		entry = next;
+		if (size > MAX_SYMFILE || xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 ||
+		    xb_read(&vm->mem, addr, buf, size) < 0) {
+			cm->dropped++;
+			continue;
+		}
+		size_t before = cm->n;
+		if (xb_codemap_parse_symfile(cm, off, buf, size, seq, flags) < 0) {
+			while (cm->n > before) /* drop what the bad record added */
+				free(cm->v[--cm->n].name);
+			cm->dropped++;
+		}
 	}
 	free(buf);
 	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
@@ -280,7 +293,7 @@ static int emu_module(struct xb_vm *vm, struct xb_codemap *cm, uint64_t start, u
 {
 	int64_t nf_off = xb_off(vm, XB_F_CODEHDR_NUM_FUNCTIONS),
 		fn_off = xb_off(vm, XB_F_CODEHDR_FUNCTIONS), mfa_off = xb_off(vm, XB_F_CODEINFO_MFA);
-	if (end <= start || end - start > (1ull << 30))
+	if (end <= start || end - start > MAX_MODULE_BYTES)
 		return xb_fail("implausible module range");
 	size_t size = (size_t)(end - start);
 	uint8_t *code = malloc(size);

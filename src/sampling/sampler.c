@@ -34,7 +34,7 @@ static long perf_event_open(struct perf_event_attr *a, pid_t tid, int cpu, int g
 	return syscall(SYS_perf_event_open, a, tid, cpu, group, flags);
 }
 
-static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a)
+static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ring_pages)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -71,7 +71,7 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a)
 		a->wakeup_events = s->o.wakeup;
 	} else {
 		a->watermark = 1;
-		a->wakeup_watermark = (uint32_t)(RING_PAGES_QUIET * s->page_size / 2);
+		a->wakeup_watermark = (uint32_t)(ring_pages * s->page_size / 2);
 	}
 	a->disabled = 0;
 }
@@ -90,12 +90,12 @@ static bool busy_thread(struct xb_sampler *s, pid_t tid)
 static int open_thread(struct xb_sampler *s, pid_t tid)
 {
 	struct perf_event_attr a;
-	fill_attr(s, &a);
+	size_t len = 0, pages = busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
+	fill_attr(s, &a, pages);
 	int fd = (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	void *ring = MAP_FAILED;
-	size_t len = 0, pages = busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
 	for (; pages >= 2 && ring == MAP_FAILED; pages /= 2) {
 		len = (1 + pages) * s->page_size;
 		ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -144,7 +144,7 @@ static int try_event(struct xb_sampler *s, int type, uint64_t config, const char
 	s->event_config = config;
 	s->event_name = name;
 	struct perf_event_attr a;
-	fill_attr(s, &a);
+	fill_attr(s, &a, RING_PAGES_QUIET);
 	int fd = (int)perf_event_open(&a, s->pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -220,7 +220,7 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 			continue;
 		bool known = false;
 		for (size_t i = 0; i < s->nthreads && !known; i++)
-			known = s->threads[i].tid == tid;
+			known = s->threads[i].tid == tid && !s->threads[i].dead; /* tids are reused */
 		if (known)
 			continue;
 		int r = open_thread(s, tid);
@@ -387,12 +387,16 @@ int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void 
 			t->fd = -1;
 		}
 	}
-	/* On a timeout, also drain rings that have fewer samples than the
-	 * wakeup threshold, so nothing waits longer than the timeout. */
-	if (r == 0)
+	/* Every timeout's worth of time, drain every ring, whether or not it
+	 * reached its wakeup threshold: busy rings must not keep quiet ones
+	 * waiting (their samples would go stale). */
+	uint64_t now = xb_now_ns();
+	if (r == 0 || now - s->last_full_drain_ns >= (uint64_t)timeout_ms * 1000000ull) {
+		s->last_full_drain_ns = now;
 		for (size_t i = 0; i < s->nthreads; i++)
 			if (!s->threads[i].dead)
 				n += drain(s, &s->threads[i], cb, arg);
+	}
 	size_t alive = 0;
 	for (size_t i = 0; i < s->nthreads; i++)
 		alive += !s->threads[i].dead;

@@ -118,7 +118,7 @@ struct ctx {
 	struct xb_profile prof;
 	uint64_t received, processed;
 	uint64_t dropped_bad, dropped_stale, dropped_truncated, dropped_skid, no_regs;
-	uint64_t unresolved_frames, truncated_erlang;
+	uint64_t unresolved_frames, truncated_erlang, depth_limited;
 	uint64_t *skid_us;
 	size_t nskid, skidcap;
 	uint64_t first_ns, last_ns;
@@ -212,6 +212,10 @@ static void on_sample(const struct xb_sample *s, void *arg)
 {
 	struct ctx *c = arg;
 	c->received++;
+	/* New code seen by an earlier sample: rebuild the map now, before
+	 * this sample takes pointers into it (rate-limited). */
+	if (c->es.refresh_wanted)
+		xb_estate_refresh_code(&c->es, false);
 	if (!c->first_ns)
 		c->first_ns = s->time_ns;
 	c->last_ns = s->time_ns;
@@ -229,6 +233,7 @@ static void on_sample(const struct xb_sample *s, void *arg)
 		c->dropped_truncated++;
 		return;
 	}
+	c->depth_limited += uw.stop == XB_UW_DEPTH_LIMIT;
 	if (es->status == XB_ES_BAD) {
 		c->dropped_bad++;
 		xb_debug("drop (tid %d ip %llx): %s\n", (int)s->tid, (unsigned long long)s->ip, es->why);
@@ -348,7 +353,7 @@ static void usage(FILE *f)
 "Output:\n"
 "  -t, --top N              rows to print (default 40)\n"
 "      --max-callchain-depth N  frames kept per stack, native and Erlang each\n"
-"                           (default 128)\n"
+"                           (default 128; native stacks are cut at 128 at most)\n"
 "      --only-erlang        count the innermost Erlang frame of each sample\n"
 "      --format table|folded  folded: one 'root;...;leaf COUNT' line per stack\n"
 "  -o, --output FILE        write the report to FILE\n"
@@ -642,6 +647,7 @@ int main(int argc, char **argv)
 	}
 	xb_estate_init(&c.es, &vm, &c.cm, o.max_depth);
 	c.es.want_identity = o.pstack;
+	c.es.keep_old_maps = o.pstack; /* its captured frames live until it prints */
 	if (o.force_cp >= 0) c.es.regs.c_p = o.force_cp;
 	if (o.force_E >= 0) c.es.regs.E = o.force_E;
 	if (o.force_I >= 0) c.es.regs.I = o.force_I;
@@ -691,6 +697,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, PROG ": %s\n", xb_err());
 			break;
 		}
+		if (c.es.refresh_wanted)
+			xb_estate_refresh_code(&c.es, false);
 		if (stop_requested)
 			break;
 		if (gone || !xb_vm_alive(&vm)) {
@@ -766,13 +774,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
 			"lost %llu, throttled %llu; unresolved stack words %llu; code map refreshes %llu; "
-			"stack copy exhausted %llu\n",
+			"stack copy exhausted %llu; native stacks cut at the depth limit %llu\n",
 			elapsed, (unsigned long long)c.received, (unsigned long long)c.processed,
 			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
 			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
 			(unsigned long long)c.no_regs, (unsigned long long)smp.lost,
 			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
-			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses);
+			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
+			(unsigned long long)c.depth_limited);
 	if (smp.lost && !xb_verbose)
 		fprintf(stderr, PROG ": warning: the kernel lost %llu samples (lower -F)\n", (unsigned long long)smp.lost);
 	if (vm_exited)
@@ -783,6 +792,7 @@ int main(int argc, char **argv)
 	xb_sampler_close(&smp);
 	xb_profile_free(&c.prof);
 	xb_codemap_free(&c.cm);
+	xb_estate_free(&c.es);
 	free(c.skid_us);
 	free(c.ps);
 	xb_vm_detach(&vm);

@@ -88,6 +88,12 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 	if (rc == 0 && xb_verbose)
 		fprintf(stderr, "erlang-write-perf-map: %zu entries from %zu modules -> %s\n", cm->n,
 			cm->modules, out);
+	if (rc < 0) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", xb_err());
+		xb_codemap_free(cm);
+		xb_fail("%s", msg);
+	}
 	return rc;
 }
 

@@ -125,7 +125,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 		return DWARF_CB_ABORT;
 	}
 	if (out->n >= u->max_depth) {
-		out->stop = XB_UW_TRUNCATED;
+		out->stop = XB_UW_DEPTH_LIMIT;
 		return DWARF_CB_ABORT;
 	}
 	out->pcs[out->n] = pc;

@@ -100,8 +100,8 @@ static void check_processes(struct ctx *c, struct xb_vm *vm)
 		report(c, false, "process-table", "erts_proc not found (symbol or discovery)");
 		return;
 	}
-	uint64_t tab, invalid;
-	uint32_t max;
+	uint64_t tab = 0, invalid = 0;
+	uint32_t max = 0;
 	if (xb_read_u64(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_TAB), &tab) < 0 ||
 	    xb_read_u32(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_MAX), &max) < 0 ||
 	    xb_read_u64(&vm->mem, pt + (uint64_t)xb_off(vm, XB_F_PTAB_INVALID_ELEMENT), &invalid) < 0 ||
@@ -193,15 +193,19 @@ static void check_schedulers(struct ctx *c, struct xb_vm *vm)
 	int ok = 0;
 	char first_bad[160] = "";
 	for (int i = 1; i <= count[0]; i++) {
-		uint64_t e, no;
-		uint32_t type;
-		if (xb_vm_sched_data(vm, i, &e) == 0 &&
-		    xb_read_u64(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_NO), &no) == 0 &&
-		    xb_read_u32(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_TYPE), &type) == 0 &&
-		    no == (uint64_t)i && type == 0)
+		uint64_t e, no = 0;
+		uint32_t type = 0;
+		if (xb_vm_sched_data(vm, i, &e) < 0 ||
+		    xb_read_u64(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_NO), &no) < 0 ||
+		    xb_read_u32(&vm->mem, e + (uint64_t)xb_off(vm, XB_F_SCHED_TYPE), &type) < 0) {
+			if (!first_bad[0])
+				snprintf(first_bad, sizeof(first_bad), "; scheduler %d: %s", i, xb_err());
+		} else if (no == (uint64_t)i && type == 0) {
 			ok++;
-		else if (!first_bad[0])
-			snprintf(first_bad, sizeof(first_bad), "; scheduler %d: %s", i, xb_err());
+		} else if (!first_bad[0]) {
+			snprintf(first_bad, sizeof(first_bad), "; scheduler %d: no %llu, type %u", i,
+				 (unsigned long long)no, type);
+		}
 	}
 	report(c, count[0] > 0 && ok == count[0], "scheduler-data", "%d of %d scheduler data entries numbered 1..N%s",
 	       ok, count[0], first_bad);

@@ -318,3 +318,33 @@ def test_include_kernel(target):
         check(not [row for row in rows2 if row[3] == "[kernel]"],
               "[kernel] rows without --include-kernel", r2.out)
         log("%d kernel functions, e.g. %s" % (len(kernel), kernel[0][1]))
+
+
+LOADER = ('spawn(fun L() -> M = list_to_atom("xbl_" ++ integer_to_list('
+          'erlang:unique_integer([positive]))), xb_loader:load(M, 40), '
+          '[M:F() || {F, 0} <- M:module_info(functions), F =/= module_info], '
+          'timer:sleep(30), L() end)')
+
+
+@per_vm()
+def test_code_loading_while_sampling(target):
+    """The VM loads a new module every ~50 ms while we sample: the code map
+    is rebuilt between samples, nothing crashes, frames stay right."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        vm.eval(LOADER)
+        time.sleep(0.5)
+        r = sample(vm, "-d", "4", "-v", "-t", "1000")
+        processed, received, rows = parse_table(r.out)
+        # Samples in code younger than the last map rebuild (at most one
+        # per 100 ms) cannot be named and are dropped, not guessed.
+        check(processed >= 0.8 * received, "only %d of %d samples processed" % (processed, received),
+              r.out + r.err)
+        m = re.search(r"code map refreshes (\d+)", r.err)
+        check(m and int(m.group(1)) > 0, "the code map was never refreshed", r.err)
+        r2 = sample(vm, "--pstack", timeout=20)
+        check("xb_deep:d/1" in r2.out, "--pstack lost xb_deep's stack", r2.out)
+        names = [n for _, n, _, _ in erlang_rows(rows)]
+        names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
+        check_no_garbage(vm, names, "sampling during code loading")
+        log("%d code map refreshes, %d/%d processed" % (int(m.group(1)), processed, received))
