@@ -337,9 +337,12 @@ def test_code_loading_while_sampling(target):
         r = sample(vm, "-d", "4", "-v", "-t", "1000")
         processed, received, rows = parse_table(r.out)
         # Samples in code younger than the last map rebuild (at most one
-        # per 100 ms) cannot be named and are dropped, not guessed.
-        check(processed >= 0.8 * received, "only %d of %d samples processed" % (processed, received),
-              r.out + r.err)
+        # per 100 ms) cannot be named and are dropped, not guessed.  The
+        # interpreter's rebuild reads every module (~40 ms here), so more
+        # of its samples wait for one.
+        floor = 0.85 if target.jit else 0.7
+        check(processed >= floor * received, "only %d of %d samples processed (< %d%%)"
+              % (processed, received, 100 * floor), r.out + r.err)
         m = re.search(r"code map refreshes (\d+)", r.err)
         check(m and int(m.group(1)) > 0, "the code map was never refreshed", r.err)
         r2 = sample(vm, "--pstack", timeout=20)
