@@ -201,8 +201,6 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 				return; /* bottom of every Erlang stack */
 			}
 			const struct xb_code *c = xb_codemap_find(st->cm, w - 1);
-			if (!c && w >= st->cm->code_low && w < st->cm->code_high + (1u << 20))
-				c = lookup(st, w - 1);
 			if (!c) {
 				/* Frame-pointer layouts keep saved frame
 				 * pointers (stack addresses) here too. */
@@ -247,15 +245,38 @@ static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)
 	return true;
 }
 
+/* ErtsSchedulerData.current_process of scheduler NO of KIND ('s' normal,
+ * 'c'/'i' dirty). */
+static int sched_current(struct xb_vm *vm, char kind, int no, uint64_t *c_p)
+{
+	uint64_t esdp;
+	int r = kind == 's' ? xb_vm_sched_data(vm, no, &esdp) : xb_vm_dirty_sched_data(vm, kind, no, &esdp);
+	if (r < 0)
+		return -1;
+	return xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), c_p);
+}
+
 static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
 {
-	uint64_t esdp, cur;
+	uint64_t cur;
 	if (!st->check_current || sched_no <= 0)
 		return true;
-	if (xb_vm_sched_data(st->vm, sched_no, &esdp) < 0 ||
-	    xb_read_u64(&st->vm->mem, esdp + (uint64_t)xb_off(st->vm, XB_F_SCHED_CURRENT_PROCESS), &cur) < 0)
-		return false;
-	return cur == c_p;
+	return sched_current(st->vm, 's', sched_no, &cur) == 0 && cur == c_p;
+}
+
+/* A process that is not running Erlang code right now (interpreter, dirty
+ * scheduler): its frames, innermost at I, then the stack from E (read
+ * live: it lives on the heap). */
+static void finish_live(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
+			const struct proc *p, const struct xb_code *here, uint64_t I, uint64_t E,
+			struct xb_estack *out)
+{
+	out->c_p = c_p;
+	identify(st, p, out);
+	push(st, out, here, I);
+	walk(st, s, E, p->hend, out);
+	out->remote_stack = true;
+	out->status = XB_ES_OK;
 }
 
 /* How the JIT call site at return address PC gets E back after the C call
@@ -289,20 +310,18 @@ static int leave_kind(struct xb_estate *st, uint64_t pc)
 	memset(b, 0, sizeof(b));
 	if (xb_read(&st->vm->mem, pc, b, len) < 0)
 		return LEAVE_UNKNOWN; /* not cached: the maps may not show new code yet */
-	{
-		for (size_t i = 0; i + 7 <= len && kind == LEAVE_UNKNOWN; i++) {
-			const uint8_t *q = b + i;
-			int32_t d;
-			if ((q[0] == 0x48 && q[1] == 0x89 && q[2] == 0xec) || /* mov rsp, rbp */
-			    (q[0] == 0x48 && q[1] == 0x8b && q[2] == 0xe5))
-				kind = LEAVE_E_SAVED;
-			else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0x65 && stop < 128 &&
-				 q[3] == (uint8_t)stop)
-				kind = LEAVE_STOP; /* mov rsp, [r13 + disp8] */
-			else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0xa5 &&
-				 (memcpy(&d, q + 3, 4), d == stop))
-				kind = LEAVE_STOP; /* mov rsp, [r13 + disp32] */
-		}
+	for (size_t i = 0; i + 7 <= len && kind == LEAVE_UNKNOWN; i++) {
+		const uint8_t *q = b + i;
+		int32_t d;
+		if ((q[0] == 0x48 && q[1] == 0x89 && q[2] == 0xec) || /* mov rsp, rbp */
+		    (q[0] == 0x48 && q[1] == 0x8b && q[2] == 0xe5))
+			kind = LEAVE_E_SAVED;
+		else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0x65 && stop < 128 &&
+			 q[3] == (uint8_t)stop)
+			kind = LEAVE_STOP; /* mov rsp, [r13 + disp8] */
+		else if (q[0] == 0x49 && q[1] == 0x8b && q[2] == 0xa5 &&
+			 (memcpy(&d, q + 3, 4), d == stop))
+			kind = LEAVE_STOP; /* mov rsp, [r13 + disp32] */
 	}
 	cache[h].pc = pc;
 	cache[h].kind = kind;
@@ -339,7 +358,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	 * the top of the Erlang stack.  When it holds all of it (down to
 	 * beam_normal_exit) the stack is exact and needs no live read; the
 	 * process is only read when its identity is wanted. */
-	if (in_jit && !st->want_identity && here && here->kind == XB_CODE_FUNCTION) {
+	if (in_jit && !st->want_identity && here->kind == XB_CODE_FUNCTION) {
 		push(st, out, here, pc);
 		if (walk_copy_only(st, s, s->regs[st->regs.E], out)) {
 			out->c_p = c_p;
@@ -390,7 +409,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			out->status = XB_ES_OK;
 			return;
 		}
-		bool fragment = here && here->kind != XB_CODE_FUNCTION;
+		bool fragment = here->kind != XB_CODE_FUNCTION;
 		out->status = fragment ? XB_ES_NO_PROCESS : XB_ES_STALE;
 		out->why = "heap moved before the stack could be read";
 		return;
@@ -410,7 +429,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	out->read_ns = xb_now_ns();
 	if (xb_verbose >= 3)
 		xb_debug("jit: pc %llx (%s) in_jit %d E %llx stop %llx hend %llx rbp %llx\n",
-			 (unsigned long long)pc, here ? here->name : "?", in_jit, (unsigned long long)E,
+			 (unsigned long long)pc, here->name, in_jit, (unsigned long long)E,
 			 (unsigned long long)p.stop, (unsigned long long)p.hend,
 			 (unsigned long long)uw->regs[XB_PREG_BP]);
 	walk(st, s, E, p.hend, out);
@@ -461,16 +480,10 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* A normal scheduler publishes the process it runs in its
 	 * ErtsSchedulerData (current_process); dirty schedulers and builds
 	 * without it use the register process_main keeps c_p in. */
-	bool have = false;
-	if (sched_no > 0) {
-		uint64_t esdp;
-		if (xb_vm_sched_data(vm, sched_no, &esdp) == 0 &&
-		    xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), &c_p) == 0)
-			have = true;
-		if (have && c_p == 0) {
-			out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
-			return;
-		}
+	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
+	if (have && c_p == 0) {
+		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
+		return;
 	}
 	if (!have && !reg(uw, st->regs.c_p, &c_p)) {
 		out->status = XB_ES_BAD;
@@ -494,12 +507,7 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->why = "I not recovered";
 		return;
 	}
-	out->c_p = c_p;
-	identify(st, &p, out);
-	push(st, out, here, I);
-	walk(st, s, E, p.hend, out);
-	out->remote_stack = true; /* the interpreter's stack lives on the heap */
-	out->status = XB_ES_OK;
+	finish_live(st, s, c_p, &p, here, I, E, out);
 }
 
 /* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
@@ -509,23 +517,15 @@ static void dirty(struct xb_estate *st, const struct xb_sample *s, char kind, in
 		  struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
-	uint64_t esdp, c_p, I;
+	uint64_t c_p, I;
 	struct proc p;
-	if (xb_vm_dirty_sched_data(vm, kind, no, &esdp) < 0 ||
-	    xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), &c_p) < 0 ||
-	    c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
+	if (sched_current(vm, kind, no, &c_p) < 0 || c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
 	    xb_read_u64(&vm->mem, c_p + (uint64_t)xb_off(vm, XB_F_PROC_I), &I) < 0)
 		return; /* no process: native only */
 	out->read_ns = xb_now_ns();
 	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8)
 		return;
-	out->c_p = c_p;
-	identify(st, &p, out);
-	const struct xb_code *here = lookup(st, I);
-	push(st, out, here, I);
-	walk(st, s, p.stop, p.hend, out);
-	out->remote_stack = true;
-	out->status = XB_ES_OK;
+	finish_live(st, s, c_p, &p, lookup(st, I), I, p.stop, out);
 }
 
 void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,

@@ -388,9 +388,25 @@ static double now_s(void)
 	return (double)xb_now_ns() / 1e9;
 }
 
-static void print_pstack(struct ctx *c, FILE *f)
+/* Native frames of a --pstack stack, then the JIT code they were called
+ * from (if not an Erlang function); returns the next frame number. */
+static unsigned print_native(struct ctx *c, FILE *f, const struct xb_unwind *uw,
+			     const struct xb_code *jit_here)
 {
 	char name[512], tag[300];
+	unsigned k = 0;
+	for (; k < uw->n; k++) {
+		native_name(c, uw->pcs[k], uw->activation[k], name, sizeof(name), tag, sizeof(tag));
+		fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw->pcs[k], name, tag);
+	}
+	if (jit_here)
+		fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k++, (unsigned long long)uw->erlang_pc,
+			jit_here->name);
+	return k;
+}
+
+static void print_pstack(struct ctx *c, FILE *f)
+{
 	size_t nsched = 0;
 	for (size_t i = 0; i < c->smp->nthreads; i++)
 		nsched += c->smp->threads[i].kind == 's';
@@ -410,14 +426,7 @@ static void print_pstack(struct ctx *c, FILE *f)
 				if (!c->o->idle_stacks)
 					continue;
 				if (spun) {
-					unsigned k = 0;
-					for (unsigned j = 0; j < pe->uw.n; j++, k++) {
-						native_name(c, pe->uw.pcs[j], pe->uw.activation[j], name, sizeof(name), tag, sizeof(tag));
-						fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)pe->uw.pcs[j], name, tag);
-					}
-					if (pe->jit_here)
-						fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k, (unsigned long long)pe->uw.erlang_pc,
-							pe->jit_here->name);
+					print_native(c, f, &pe->uw, pe->jit_here);
 					continue;
 				}
 				char path[96];
@@ -435,10 +444,7 @@ static void print_pstack(struct ctx *c, FILE *f)
 				if (sp && pc) {
 					struct xb_unwind uw;
 					xb_unwind_blocked(&c->uw, t->tid, sp, pc, &uw);
-					for (unsigned k = 0; k < uw.n; k++) {
-						native_name(c, uw.pcs[k], uw.activation[k], name, sizeof(name), tag, sizeof(tag));
-						fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw.pcs[k], name, tag);
-					}
+					print_native(c, f, &uw, NULL);
 					if (uw.stop == XB_UW_REACHED_ERLANG)
 						fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n,
 							(unsigned long long)uw.erlang_pc);
@@ -450,14 +456,7 @@ static void print_pstack(struct ctx *c, FILE *f)
 			struct xb_estack *es = &pe->es;
 			fprintf(f, "scheduler %d (tid %d): process %s%s%s\n", no, (int)t->tid, es->pid,
 				es->regname[0] ? " " : "", es->regname);
-			unsigned k = 0;
-			for (unsigned j = 0; j < pe->uw.n; j++, k++) {
-				native_name(c, pe->uw.pcs[j], pe->uw.activation[j], name, sizeof(name), tag, sizeof(tag));
-				fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)pe->uw.pcs[j], name, tag);
-			}
-			if (pe->jit_here)
-				fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k++, (unsigned long long)pe->uw.erlang_pc,
-					pe->jit_here->name);
+			unsigned k = print_native(c, f, &pe->uw, pe->jit_here);
 			for (unsigned j = 0; j < es->n; j++, k++)
 				fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k,
 					(unsigned long long)es->addrs[j], es->frames[j]->name);
@@ -697,8 +696,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, PROG ": %s\n", xb_err());
 			break;
 		}
-		if (c.es.refresh_wanted)
-			xb_estate_refresh_code(&c.es, false);
 		if (stop_requested)
 			break;
 		if (gone || !xb_vm_alive(&vm)) {
