@@ -33,6 +33,8 @@ struct xb_estack {
 	unsigned unresolved; /* CP-looking words that named no loaded code */
 	bool truncated;
 	bool complete; /* reached beam_normal_exit */
+	bool partial;  /* only the innermost function: the stack moved before its
+			* callers could be read (see leaf_only in erlstack.c) */
 	bool remote_stack; /* some of the stack was read live (skid applies) */
 	uint64_t read_ns;  /* when the live reads finished */
 };
@@ -46,6 +48,7 @@ struct xb_estate {
 	bool want_identity;      /* read the registered name (and always the pid) */
 	uint64_t codemap_refreshes, last_refresh_ns;
 	uint64_t unknown_call_sites;
+	uint64_t partial_heap_moved, partial_moved_on; /* leaf_only, by cause */
 	bool refresh_wanted;     /* a lookup missed: rebuild between samples */
 	bool keep_old_maps;      /* retire replaced maps instead of freeing */
 	struct xb_codemap **retired;

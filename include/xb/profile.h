@@ -8,7 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT };
+/* XB_FK_MARK: a synthetic frame, not code (XB_CALLERS_UNKNOWN). */
+enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT, XB_FK_MARK };
+
+/* Outermost frame of a stack whose Erlang callers could not be read. */
+#define XB_CALLERS_UNKNOWN "[callers unknown]"
 
 struct xb_fname {
 	char *name;

@@ -267,6 +267,37 @@ static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
 /* A process that is not running Erlang code right now (interpreter, dirty
  * scheduler): its frames, innermost at I, then the stack from E (read
  * live: it lives on the heap). */
+/* The sample's innermost Erlang function is a fact of the sample (its pc,
+ * or the interpreter's I, from the sampled registers, names loaded code),
+ * but its callers are gone: the process garbage collected (its stack moved
+ * with the heap) or was switched out before the stack could be read, which
+ * in the interpreter is read live a drain interval after the sample.
+ * Dropping such samples would under-count exactly the processes that
+ * allocate most; keep the function, mark the stack partial (reports show a
+ * "[callers unknown]" frame above it) and never guess the callers. */
+static void leaf_only(struct xb_estate *st, uint64_t c_p, const struct proc *p,
+		      const struct xb_code *here, uint64_t pc, bool heap_moved,
+		      struct xb_estack *out)
+{
+	out->n = 0;
+	out->unresolved = 0;
+	out->truncated = out->complete = out->remote_stack = false;
+	out->c_p = c_p;
+	identify(st, p, out);
+	push(st, out, here, pc);
+	if (!out->n) {
+		out->status = XB_ES_STALE;
+		out->why = "process moved on before its stack could be read";
+		return;
+	}
+	out->partial = true;
+	if (heap_moved)
+		st->partial_heap_moved++;
+	else
+		st->partial_moved_on++;
+	out->status = XB_ES_OK;
+}
+
 static void finish_live(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
 			const struct proc *p, const struct xb_code *here, uint64_t I, uint64_t E,
 			struct xb_estack *out)
@@ -409,9 +440,12 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			out->status = XB_ES_OK;
 			return;
 		}
-		bool fragment = here->kind != XB_CODE_FUNCTION;
-		out->status = fragment ? XB_ES_NO_PROCESS : XB_ES_STALE;
-		out->why = "heap moved before the stack could be read";
+		if (here->kind != XB_CODE_FUNCTION) {
+			out->n = 0;
+			out->status = XB_ES_NO_PROCESS; /* a fragment outside any process */
+			return;
+		}
+		leaf_only(st, c_p, &p, here, pc, true, out);
 		return;
 	}
 	if (!in_heap) {
@@ -422,8 +456,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* Frames outside the copy are read live: make sure the process
 	 * is still the one running there. */
 	if (!current_matches(st, sched_no, c_p)) {
-		out->status = XB_ES_STALE;
-		out->why = "process no longer on its scheduler";
+		leaf_only(st, c_p, &p, here, pc, false, out);
 		return;
 	}
 	out->read_ns = xb_now_ns();
@@ -471,40 +504,81 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
 	return found;
 }
 
+/* The word at the interpreter's E is NIL (`allocate` reserves the frame's
+ * CP slot as NIL, and a return sets it back: AH and RETURN in
+ * emu/macros.tab) or a continuation pointer (SAVE_CONTINUATION_POINTER,
+ * emu/macros.tab).  Anything else means E no longer points at this
+ * process's stack top: a garbage collection moved the stack and the
+ * allocator handed the old block back as the new heap. */
+static bool emu_stack_top_ok(struct xb_estate *st, uint64_t E, const struct proc *p)
+{
+	uint64_t top;
+	if (E + 8 > p->hend)
+		return true; /* nothing above E to read */
+	if (xb_read_u64(&st->vm->mem, E, &top) < 0)
+		return false;
+	if (top == XB_NIL)
+		return true;
+	const struct xb_code *c = xb_is_cp(top) ? xb_codemap_find(st->cm, top - 1) : NULL;
+	return c && c->kind == XB_CODE_FUNCTION;
+}
+
 static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
 		int sched_no, struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
-	uint64_t c_p = 0, E, I;
+	uint64_t c_p = 0, c_p_reg = 0, E, I;
 	struct proc p;
 	/* A normal scheduler publishes the process it runs in its
 	 * ErtsSchedulerData (current_process); dirty schedulers and builds
 	 * without it use the register process_main keeps c_p in. */
 	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
+	bool have_reg = reg(uw, st->regs.c_p, &c_p_reg);
 	if (have && c_p == 0) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
 		return;
 	}
-	if (!have && !reg(uw, st->regs.c_p, &c_p)) {
+	if (!have && !have_reg) {
 		out->status = XB_ES_BAD;
 		out->why = "c_p not recovered";
 		return;
 	}
+	/* Another process runs there now (the scheduler's current_process
+	 * is read a drain interval after the sample): ours is c_p_reg. */
+	bool switched = have && have_reg && c_p_reg != c_p;
+	if (!have || switched)
+		c_p = c_p_reg;
 	if (read_proc(vm, c_p, &p) < 0) {
 		out->status = have ? XB_ES_STALE : XB_ES_BAD;
 		out->why = "c_p is not a process";
 		return;
 	}
 	out->read_ns = xb_now_ns();
-	if (!reg(uw, st->regs.E, &E) || E < p.heap || E > p.hend || E % 8) {
-		out->status = XB_ES_BAD;
-		out->why = "E not on the process stack";
-		return;
-	}
 	const struct xb_code *here = emu_current(st, uw, &I);
 	if (!here) {
 		out->status = XB_ES_BAD;
 		out->why = "I not recovered";
+		return;
+	}
+	if (!reg(uw, st->regs.E, &E) || E % 8) {
+		out->status = XB_ES_BAD;
+		out->why = "E not recovered";
+		return;
+	}
+	/* Switched out since the sample: when the sample was in a call from
+	 * process_main (uw->n > 0) that call may have been erts_schedule,
+	 * done for no process; only a sample in the instruction loop itself
+	 * surely ran Erlang code for c_p_reg. */
+	if (switched && uw->n > 0) {
+		out->status = XB_ES_STALE;
+		out->why = "process moved on before its stack could be read";
+		return;
+	}
+	/* The process was switched out, or its heap (and the stack at its
+	 * end) moved in a garbage collection since the sample: the stack E
+	 * pointed to is gone, but I still names what ran. */
+	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, E, &p)) {
+		leaf_only(st, c_p, &p, here, I, !switched, out);
 		return;
 	}
 	finish_live(st, s, c_p, &p, here, I, E, out);
@@ -538,6 +612,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->truncated = false;
 	out->remote_stack = false;
 	out->complete = false;
+	out->partial = false;
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;

@@ -118,7 +118,7 @@ struct ctx {
 	struct xb_profile prof;
 	uint64_t received, processed;
 	uint64_t dropped_bad, dropped_stale, dropped_truncated, dropped_skid, no_regs;
-	uint64_t unresolved_frames, truncated_erlang, depth_limited;
+	uint64_t unresolved_frames, truncated_erlang, depth_limited, partial;
 	uint64_t *skid_us;
 	size_t nskid, skidcap;
 	uint64_t first_ns, last_ns;
@@ -205,7 +205,24 @@ static uint32_t build_ids(struct ctx *c, const struct xb_sample *s, const struct
 			code->user = xb_profile_intern(&c->prof, code->name, "[Erlang]", XB_FK_ERLANG) + 1;
 		ids[n++] = code->user - 1;
 	}
+	/* Only the innermost function is known (erlstack.c, leaf_only):
+	 * say so where the callers would be, rather than let a flame graph
+	 * show the function as a root. */
+	if (es->partial && n < max)
+		ids[n++] = xb_profile_intern(&c->prof, XB_CALLERS_UNKNOWN, "[Erlang]", XB_FK_MARK);
 	return n;
+}
+
+/* --pstack keeps the best sample of each scheduler: one running Erlang code
+ * with its whole stack, else one with only the innermost function, else
+ * one whose process could not be read (mid-GC it may not). */
+static int pstack_rank(const struct xb_estack *es)
+{
+	if (es->status != XB_ES_OK)
+		return 0;
+	if (!es->n)
+		return 1;
+	return es->partial ? 2 : 3;
 }
 
 static void on_sample(const struct xb_sample *s, void *arg)
@@ -263,6 +280,7 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	}
 	c->unresolved_frames += es->unresolved;
 	c->truncated_erlang += es->truncated;
+	c->partial += es->partial;
 	c->processed++;
 
 	if (c->o->pstack) {
@@ -270,8 +288,8 @@ static void on_sample(const struct xb_sample *s, void *arg)
 			struct pstack_entry *pe = &c->ps[s->thread];
 			/* Prefer a sample running Erlang code, and one whose
 			 * Erlang stack could be read (mid-GC it may not). */
-			int rank_old = !pe->have ? -1 : pe->es.status != XB_ES_OK ? 0 : pe->es.n ? 2 : 1;
-			int rank_new = es->status != XB_ES_OK ? 0 : es->n ? 2 : 1;
+			int rank_old = !pe->have ? -1 : pstack_rank(&pe->es);
+			int rank_new = pstack_rank(es);
 			if (rank_new > rank_old) {
 				pe->have = true;
 				pe->es = *es;
@@ -462,6 +480,9 @@ static void print_pstack(struct ctx *c, FILE *f)
 					(unsigned long long)es->addrs[j], es->frames[j]->name);
 			if (es->truncated)
 				fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
+			if (es->partial)
+				fprintf(f, "  ... %s: the stack moved before it could be read\n",
+					XB_CALLERS_UNKNOWN);
 		}
 	}
 }
@@ -771,14 +792,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
 			"lost %llu, throttled %llu; unresolved stack words %llu; code map refreshes %llu; "
-			"stack copy exhausted %llu; native stacks cut at the depth limit %llu\n",
+			"stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
+			"innermost Erlang function only %llu (heap moved %llu, process switched out %llu)\n",
 			elapsed, (unsigned long long)c.received, (unsigned long long)c.processed,
 			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
 			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
 			(unsigned long long)c.no_regs, (unsigned long long)smp.lost,
 			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
 			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
-			(unsigned long long)c.depth_limited);
+			(unsigned long long)c.depth_limited, (unsigned long long)c.partial,
+			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on);
+	if (!o.pstack && c.processed && c.partial * 10 > c.processed)
+		fprintf(stderr, PROG ": note: %.0f%% of the samples name only their innermost Erlang "
+			"function (shown under '%s'): their process garbage collected or was switched "
+			"out before its stack could be read\n",
+			100.0 * (double)c.partial / (double)c.processed, XB_CALLERS_UNKNOWN);
 	if (smp.lost && !xb_verbose)
 		fprintf(stderr, PROG ": warning: the kernel lost %llu samples (lower -F)\n", (unsigned long long)smp.lost);
 	if (vm_exited)

@@ -182,6 +182,48 @@ def test_blame_gc(target):
 
 
 @per_vm()
+def test_gc_heavy_process_keeps_its_samples(target):
+    """A process that garbage collects all the time still gets its samples.
+
+    Its stack moves with every collection; in the interpreter it is read a
+    drain interval after the sample, by when it has usually moved.  Such
+    samples keep the innermost function (from the sampled registers) under
+    a "[callers unknown]" root frame instead of being dropped, which would
+    under-count the processes that allocate most."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        time.sleep(0.5)
+        r = sample(vm, "-d", "3", "-v", "--format", "folded")
+        pm = re.search(r"received (\d+), processed (\d+)", r.err)
+        check(pm, "no statistics line with -v", r.err)
+        received, processed = int(pm.group(1)), int(pm.group(2))
+        check(received >= 1000, "only %d samples received in 3 s" % received, r.err)
+        check(processed >= 0.95 * received,
+              "processed %d of %d samples (< 95%%) of a GC-heavy process" % (processed, received),
+              r.err)
+        stacks = []
+        for line in r.out.splitlines():
+            frames, count = line.rsplit(" ", 1)
+            stacks.append((frames.split(";"), int(count)))
+        on_gc = sum(n for f, n in stacks if "xb_gc:alloc_loop/1" in f)
+        check(on_gc >= 0.5 * processed,
+              "xb_gc:alloc_loop/1 is on only %d of %d stacks" % (on_gc, processed), r.out[:2000])
+        partial = 0
+        for frames, n in stacks:
+            if "[callers unknown]" not in frames:
+                continue
+            partial += n
+            # Only ever the root, directly above a real Erlang function.
+            check(frames.index("[callers unknown]") == 0 and len(frames) >= 2 and
+                  re.match(r"^[a-z_]+:[a-z_]+/\d+$", frames[1]),
+                  "'[callers unknown]' is not the root above an Erlang frame: %s" % ";".join(frames))
+        log("%d of %d samples processed, %d with only the innermost Erlang function"
+            % (processed, received, partial))
+        check_no_garbage(vm, [f for fr, _ in stacks for f in fr
+                              if re.match(r"^[^\[]+:.+/\d+$", f) and "::" not in f], "GC-heavy folded")
+
+
+@per_vm()
 def test_idle_pstack(target):
     """On an idle VM --pstack reports every scheduler idle and exits 0
     promptly; --idle-scheduler-stacks shows where they wait."""
