@@ -2,19 +2,33 @@
 """sample_bench - what erlang-sample costs the VM it samples, and itself.
 
 Starts Debian's stock VM with ONE scheduler running xb_bench (a counted
-loop of fixed work units) and measures, in one run, interleaved windows
-of W seconds: unsampled, sampled at 997 Hz by erlang-sample, unsampled,
-... (the order alternates so drift hits both sides equally).
+loop of fixed work units), all VM threads pinned to CPU 0 and the samplers
+to CPU 1, and measures in one run ROUNDS rounds of three windows of W
+seconds each, in a shuffled order per round (seeded, printed):
 
-Prints, as ratios measured in this run:
-  throughput loss   = 1 - mean(units/s sampled) / mean(units/s unsampled)
-  cpu per sample    = erlang-sample's user+sys CPU time / processed samples
-Targets (issue 3): loss <= 1%, <= 20 us per processed sample.
+  unsampled       nothing attached
+  erlang-sample   erlang-sample -F 997 (defaults otherwise)
+  events-only     build/events_only: the very perf events erlang-sample
+                  opens (same attributes, rings, 2 ms drains), every sample
+                  thrown away -- the kernel's share of the cost
 
-Usage: python3 bench/sample_bench.py [--windows N] [--window-seconds W] [--vm NAME]
+Rates are work units per CPU-second of the scheduler thread (schedstat),
+which the hypervisor taking CPU 0 away does not move.  A window's loss is
+1 - rate / (the unsampled rate of the same round), scaled by
+window / time-actually-sampled (start-up is not sampling).  Printed as
+medians over rounds with a bootstrap 95% interval:
+
+  loss, erlang-sample      -- the issue-3 figure (target <= 1%)
+  loss, events-only        -- what the kernel alone charges for these events
+  erlang-sample's own share = the difference
+  sampler CPU per processed sample (target <= 20 us)
+
+Usage: python3 bench/sample_bench.py [--rounds N] [--window-seconds W]
+       [--freq HZ] [--seed S] [--no-pin]
 """
 import argparse
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -26,106 +40,126 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import xbtest  # noqa: E402
 
 
+def ci95(values, rng, n=2000):
+    """Bootstrap 95% interval of the median."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"),) * 2
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--windows", type=int, default=6, help="pairs of windows")
-    ap.add_argument("--window-seconds", type=float, default=2.0)
-    ap.add_argument("--vm", default="stock")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--window-seconds", type=float, default=1.5)
     ap.add_argument("--freq", type=int, default=997)
-    ap.add_argument("--extra", default="", help="extra erlang-sample options")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-pin", action="store_true",
-                    help="do not pin the VM to CPU 0 and erlang-sample to CPU 1")
+                    help="do not pin the VM to CPU 0 and the samplers to CPU 1")
     a = ap.parse_args()
     tool = xbtest.tool_path("erlang-sample")
-    target = xbtest.stock_target() if a.vm == "stock" else xbtest.load_target(a.vm)
+    events_only = os.path.join(os.path.dirname(tool), "events_only")
+    if not os.path.exists(events_only):
+        print("sample_bench: %s is missing; run ./build.sh" % events_only)
+        return 0
+    rng = random.Random(a.seed)
     W = a.window_seconds
+    target = xbtest.stock_target()
     with xbtest.VM(target, schedulers=1) as vm:
         pin = [] if a.no_pin or os.cpu_count() < 2 else ["taskset", "-c", "1"]
         if pin:
-            # The VM (all its threads) on CPU 0, the sampler on CPU 1: on a
-            # 2-CPU machine this measures what sampling itself costs the
-            # VM rather than the two fighting over one core.
+            # On a 2-CPU machine: the cost of sampling itself, not two
+            # programs fighting over one core.
             subprocess.run(["taskset", "-a", "-p", "-c", "0", str(vm.pid)],
                            stdout=subprocess.DEVNULL, check=True)
         vm.eval("xb_bench:start()")
         time.sleep(1.0)  # warm up
-
-        def count():
-            return int(vm.eval("xb_bench:count()"))
-
-        # The scheduler thread's own CPU time (schedstat: ns on CPU).
         sched_tid = None
         for tid in os.listdir("/proc/%d/task" % vm.pid):
             with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
                 if f.read().strip() == "1_scheduler":
                     sched_tid = tid
 
-        def sched_cpu():
+        def state():
             with open("/proc/%d/task/%s/schedstat" % (vm.pid, sched_tid)) as f:
-                return int(f.read().split()[0]) / 1e9
+                cpu = int(f.read().split()[0]) / 1e9
+            return int(vm.eval("xb_bench:count()")), cpu, time.monotonic()
 
-        rates = {False: [], True: []}
-        pairs = []  # sampled/unsampled of adjacent windows
-        per_cpu = {False: [], True: []}  # units per CPU-second of the scheduler thread
-        cpu_pairs = []
-        cpu_total = 0.0     # erlang-sample's CPU while sampling (its own rusage)
-        cpu_startup = 0.0   # ... and before (attach, code map)
-        processed_total = 0
-        received_total = 0
-        for i in range(a.windows):
-            order = (False, True) if i % 2 == 0 else (True, False)
-            for sampled in order:
-                c0, t0, s0 = count(), time.monotonic(), sched_cpu()
-                if sampled:
-                    p = subprocess.Popen(pin + [tool, "-v", "-F", str(a.freq), "-d", str(W)] + a.extra.split() + [str(vm.pid)],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                    out, err = p.communicate()
-                    m = re.match(r"processed (\d+)/(\d+)", out.decode())
-                    c = re.search(r"cpu: ([0-9.]+) s before sampling, ([0-9.]+) s while sampling",
-                                  err.decode())
-                    if not m or not c:
-                        print("FAIL: erlang-sample printed no 'processed' or 'cpu:' line")
-                        return 1
+        loss = {"erlang-sample": [], "events-only": []}
+        cpu_sampling = 0.0
+        cpu_startup = 0.0
+        processed_total = received_total = 0
+        events_received = 0
+        event_name = "?"
+        for rnd in range(a.rounds):
+            order = ["unsampled", "erlang-sample", "events-only"]
+            rng.shuffle(order)
+            rate, sampled_s, window_s = {}, {}, {}
+            for kind in order:
+                c0, s0, t0 = state()
+                if kind == "unsampled":
+                    time.sleep(W)
+                elif kind == "erlang-sample":
+                    p = subprocess.run(pin + [tool, "-v", "-F", str(a.freq), "-d", str(W), str(vm.pid)],
+                                       capture_output=True, text=True)
+                    m = re.match(r"processed (\d+)/(\d+)", p.stdout)
+                    c = re.search(r"cpu: ([0-9.]+) s before sampling, ([0-9.]+) s while sampling", p.stderr)
+                    e = re.search(r": ([0-9.]+) s; received", p.stderr)
+                    ev = re.search(r"event (\S+) at", p.stderr)
+                    if not (m and c and e):
+                        print("sample_bench: erlang-sample printed no statistics:\n" + p.stderr)
+                        return 0
                     processed_total += int(m.group(1))
                     received_total += int(m.group(2))
                     cpu_startup += float(c.group(1))
-                    cpu_total += float(c.group(2))
+                    cpu_sampling += float(c.group(2))
+                    sampled_s[kind] = float(e.group(1))
+                    event_name = ev.group(1) if ev else event_name
                 else:
-                    time.sleep(W)
-                c1, t1, s1 = count(), time.monotonic(), sched_cpu()
-                rates[sampled].append((c1 - c0) / (t1 - t0))
-                per_cpu[sampled].append((c1 - c0) / (s1 - s0))
-            pairs.append(rates[True][-1] / rates[False][-1])
-            cpu_pairs.append(per_cpu[True][-1] / per_cpu[False][-1])
-        import resource
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu_children = ru.ru_utime + ru.ru_stime
-    base = statistics.mean(rates[False])
-    samp = statistics.mean(rates[True])
-    loss = 1.0 - statistics.median(pairs)
-    cpu_loss = 1.0 - statistics.median(cpu_pairs)
-    us_per = 1e6 * cpu_total / processed_total if processed_total else float("inf")
-    print("sample_bench: %s VM, 1 scheduler, %d x %.1f s windows each, %d Hz" %
-          (target.name, a.windows, W, a.freq))
-    print("  units/s unsampled: mean %.0f (min %.0f, max %.0f)" %
-          (base, min(rates[False]), max(rates[False])))
-    print("  units/s sampled:   mean %.0f (min %.0f, max %.0f)" %
-          (samp, min(rates[True]), max(rates[True])))
-    print("  throughput loss (1 - median of adjacent sampled/unsampled ratios): %.2f%%  "
-          "(target <= 1%%; mean-based: %.2f%%)" % (100 * loss, 100 * (1 - samp / base)))
-    print("  work per CPU-second of the scheduler thread, loss: %.2f%%  (target <= 1%%; "
-          "excludes time the VM's CPU was taken by others, e.g. the hypervisor)" % (100 * cpu_loss))
-    print("  pinned: %s" % ("VM on CPU 0, erlang-sample on CPU 1" if pin else "no"))
-    print("  samples: processed %d of %d received" % (processed_total, received_total))
+                    p = subprocess.run(pin + [events_only, "-F", str(a.freq), "-d", str(W), str(vm.pid)],
+                                       capture_output=True, text=True)
+                    m = re.match(r"received (\d+) samples in ([0-9.]+) s", p.stdout)
+                    if not m:
+                        print("sample_bench: events_only failed:\n" + p.stderr)
+                        return 0
+                    events_received += int(m.group(1))
+                    sampled_s[kind] = float(m.group(2))
+                c1, s1, t1 = state()
+                rate[kind] = (c1 - c0) / (s1 - s0)
+                window_s[kind] = t1 - t0
+            for kind in loss:
+                frac = min(1.0, sampled_s[kind] / window_s[kind])
+                loss[kind].append((1.0 - rate[kind] / rate["unsampled"]) / frac)
+    med = {k: statistics.median(v) for k, v in loss.items()}
+    ci = {k: ci95(v, rng) for k, v in loss.items()}
+    own = [x - y for x, y in zip(loss["erlang-sample"], loss["events-only"])]
+    us_per = 1e6 * cpu_sampling / processed_total if processed_total else float("inf")
+    print("sample_bench: %s VM, 1 scheduler, %d rounds x 3 windows of %.1f s, %d Hz, event %s, seed %d" %
+          (target.name, a.rounds, W, a.freq, event_name, a.seed))
+    print("  pinned: %s" % ("VM on CPU 0, samplers on CPU 1" if pin else "no"))
+    print("  loss per sampled second (work per scheduler CPU-second; median, 95% CI):")
+    print("    erlang-sample:          %5.2f%%  [%5.2f, %5.2f]   target <= 1%%  (ratio to target %.2f)" %
+          (100 * med["erlang-sample"], 100 * ci["erlang-sample"][0], 100 * ci["erlang-sample"][1],
+           med["erlang-sample"] / 0.01))
+    print("    events only (kernel):   %5.2f%%  [%5.2f, %5.2f]   same perf events, samples discarded" %
+          (100 * med["events-only"], 100 * ci["events-only"][0], 100 * ci["events-only"][1]))
+    o_lo, o_hi = ci95(own, rng)
+    print("    erlang-sample's own:    %5.2f%%  [%5.2f, %5.2f]   per-round difference of the two" %
+          (100 * statistics.median(own), 100 * o_lo, 100 * o_hi))
+    print("  samples: erlang-sample processed %d of %d received; events-only received %d" %
+          (processed_total, received_total, events_received))
     print("  sampler CPU per processed sample: %.1f us  (target <= 20 us; ratio to target %.2f)" %
           (us_per, us_per / 20.0))
-    print("  (start-up per run, not per sample: %.1f ms; all child CPU incl. start-up: %.2f s)" %
-          (1000 * cpu_startup / a.windows, cpu_children))
-    # Wall-clock windows on a shared 2-CPU VM vary by several percent from
-    # one to the next; the per-CPU-second figure is what sampling costs the
-    # scheduler thread itself, and is what the target is judged on.
-    ok = cpu_loss <= 0.01 and us_per <= 20.0
-    print("PASS" if ok else "FAIL")
+    print("  start-up CPU per run (attach, code map; not per sample): %.1f ms" %
+          (1000 * cpu_startup / a.rounds))
+    ok_loss = med["erlang-sample"] <= 0.01
+    ok_cpu = us_per <= 20.0
+    if not ok_loss and med["events-only"] > 0.01:
+        print("  note: the kernel's share alone (%.2f%%) is above the 1%% target on this machine: "
+              "no sampler using these events can meet it here" % (100 * med["events-only"]))
+    print("%s: loss %s, CPU per sample %s" % ("PASS" if ok_loss and ok_cpu else "FAIL",
+                                               "met" if ok_loss else "NOT met",
+                                               "met" if ok_cpu else "NOT met"))
     return 0
 
 

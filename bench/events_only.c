@@ -1,0 +1,86 @@
+/* events_only - the kernel's share of what erlang-sample costs a VM.
+ *
+ * Opens exactly the perf events erlang-sample opens (src/sampling/sampler.c,
+ * same options as its defaults: cpu-clock at 997 Hz, registers and a 16 KiB
+ * user-stack copy per sample, one event per VM thread, rings drained every
+ * 2 ms) and throws every sample away: no unwinding, no reads of the VM.
+ * bench/sample_bench.py runs it in windows interleaved with erlang-sample's,
+ * so the difference between the two losses is what erlang-sample's own work
+ * costs the VM, and this one's loss is the floor any sampler built on these
+ * events pays on the machine.
+ *
+ *   events_only [-F HZ] [--user-stack BYTES] -d SECONDS PID
+ * prints "received N samples in S s" on stdout. */
+#define _GNU_SOURCE
+#include "xb/common.h"
+#include "xb/sampler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Ring sizes follow the thread kind, as in erlang-sample ("N_scheduler"). */
+static char kind(const void *arg, const char *comm, int *no)
+{
+	(void)arg;
+	char *end;
+	long n = strtol(comm, &end, 10);
+	*no = 0;
+	if (end != comm && strncmp(end, "_scheduler", 10) == 0) {
+		*no = (int)n;
+		return 's';
+	}
+	return 'o';
+}
+
+static void drop(const struct xb_sample *s, void *arg)
+{
+	(void)s;
+	(*(unsigned long long *)arg)++;
+}
+
+int main(int argc, char **argv)
+{
+	struct xb_sampler_opts o = { .freq = 997, .stack_bytes = 16384, .force_software = false,
+				     .thread_kind = kind };
+	double dur = 0;
+	int pid = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-F") == 0 && i + 1 < argc)
+			o.freq = (unsigned)atoi(argv[++i]);
+		else if (strcmp(argv[i], "--user-stack") == 0 && i + 1 < argc)
+			o.stack_bytes = (uint32_t)atoi(argv[++i]);
+		else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
+			dur = atof(argv[++i]);
+		else
+			pid = atoi(argv[i]);
+	}
+	if (pid <= 0 || dur <= 0) {
+		fprintf(stderr, "usage: events_only [-F HZ] [--user-stack BYTES] -d SECONDS PID\n");
+		return 2;
+	}
+	struct xb_sampler s;
+	if (xb_sampler_open(&s, pid, &o) < 0) {
+		fprintf(stderr, "events_only: %s\n", xb_err());
+		return 1;
+	}
+	unsigned long long n = 0;
+	double t0 = now_s();
+	while (now_s() - t0 < dur) {
+		bool gone = false;
+		if (xb_sampler_poll(&s, 2, drop, &n, &gone) < 0 || gone)
+			break;
+		xb_sampler_scan_threads(&s, false);
+	}
+	printf("received %llu samples in %.3f s (%s)\n", n, now_s() - t0, s.event_name);
+	xb_sampler_close(&s);
+	return 0;
+}
