@@ -3,13 +3,14 @@
  * Opens exactly the perf events erlang-sample opens (src/sampling/sampler.c,
  * same options as its defaults: cpu-clock at 997 Hz, registers and a 16 KiB
  * user-stack copy per sample, one event per VM thread, rings drained every
- * 2 ms) and throws every sample away: no unwinding, no reads of the VM.
+ * 5 ms as erlang-sample does for a JIT VM, --drain MS otherwise) and throws
+ * every sample away: no unwinding, no reads of the VM.
  * bench/sample_bench.py runs it in windows interleaved with erlang-sample's,
  * so the difference between the two losses is what erlang-sample's own work
  * costs the VM, and this one's loss is the floor any sampler built on these
  * events pays on the machine.
  *
- *   events_only [-F HZ] [--user-stack BYTES] -d SECONDS PID
+ *   events_only [-F HZ] [--user-stack BYTES] [--drain MS] -d SECONDS PID
  * prints "received N samples in S s" on stdout. */
 #define _GNU_SOURCE
 #include "xb/common.h"
@@ -52,12 +53,14 @@ int main(int argc, char **argv)
 	struct xb_sampler_opts o = { .freq = 997, .stack_bytes = 16384, .force_software = false,
 				     .thread_kind = kind };
 	double dur = 0;
-	int pid = 0;
+	int pid = 0, drain_ms = 5;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-F") == 0 && i + 1 < argc)
 			o.freq = (unsigned)atoi(argv[++i]);
 		else if (strcmp(argv[i], "--user-stack") == 0 && i + 1 < argc)
 			o.stack_bytes = (uint32_t)atoi(argv[++i]);
+		else if (strcmp(argv[i], "--drain") == 0 && i + 1 < argc)
+			drain_ms = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
 			dur = atof(argv[++i]);
 		else
@@ -76,7 +79,7 @@ int main(int argc, char **argv)
 	double t0 = now_s();
 	while (now_s() - t0 < dur) {
 		bool gone = false;
-		if (xb_sampler_poll(&s, 2, drop, &n, &gone) < 0 || gone)
+		if (xb_sampler_poll(&s, drain_ms, drop, &n, &gone) < 0 || gone)
 			break;
 		xb_sampler_scan_threads(&s, false);
 	}

@@ -9,7 +9,7 @@ seconds each, in a shuffled order per round (seeded, printed):
   unsampled       nothing attached
   erlang-sample   erlang-sample -F 997 (defaults otherwise)
   events-only     build/events_only: the very perf events erlang-sample
-                  opens (same attributes, rings, 2 ms drains), every sample
+                  opens (same attributes, rings, 5 ms drains), every sample
                   thrown away -- the kernel's share of the cost
 
 Rates are work units per CPU-second of the scheduler thread (schedstat),

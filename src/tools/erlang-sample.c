@@ -680,6 +680,14 @@ int main(int argc, char **argv)
 		load_kallsyms();
 
 	struct xb_sampler smp;
+	/* How often the rings are drained.  The interpreter's Erlang stack
+	 * is read live, so the delay from sample to read (skid) decides how
+	 * many stacks moved meanwhile: 2 ms.  The JIT's is in the sample's
+	 * own stack copy and only deep stacks are read live: 5 ms, which
+	 * halves the sampler's wakeups (most of its CPU per sample, bench/)
+	 * and stays well inside the 10 ms skid bound. */
+	if (vm.flavor == XB_FLAVOR_JIT && !o.pstack)
+		o.drain_ms = 5;
 	struct xb_sampler_opts so = { .freq = o.freq, .period = o.period, .stack_bytes = o.user_stack,
 				      .include_kernel = o.include_kernel, .force_software = o.software,
 				      .wakeup = o.wakeup, .thread_kind = thread_kind, .thread_kind_arg = &vm };
