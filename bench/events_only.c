@@ -15,31 +15,16 @@
 #define _GNU_SOURCE
 #include "xb/common.h"
 #include "xb/sampler.h"
+#include "xb/vm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void)
+/* Ring sizes follow the thread kind, classified as erlang-sample does. */
+static char thread_kind(const void *vm, const char *comm, int *no)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Ring sizes follow the thread kind, as in erlang-sample ("N_scheduler"). */
-static char kind(const void *arg, const char *comm, int *no)
-{
-	(void)arg;
-	char *end;
-	long n = strtol(comm, &end, 10);
-	*no = 0;
-	if (end != comm && strncmp(end, "_scheduler", 10) == 0) {
-		*no = (int)n;
-		return 's';
-	}
-	return 'o';
+	return xb_vm_thread_kind(vm, comm, no);
 }
 
 static void drop(const struct xb_sample *s, void *arg)
@@ -50,8 +35,9 @@ static void drop(const struct xb_sample *s, void *arg)
 
 int main(int argc, char **argv)
 {
+	struct xb_vm vm;
 	struct xb_sampler_opts o = { .freq = 997, .stack_bytes = 16384, .force_software = false,
-				     .thread_kind = kind };
+				     .thread_kind = thread_kind, .thread_kind_arg = &vm };
 	double dur = 0;
 	int pid = 0, drain_ms = 5;
 	for (int i = 1; i < argc; i++) {
@@ -67,23 +53,30 @@ int main(int argc, char **argv)
 			pid = atoi(argv[i]);
 	}
 	if (pid <= 0 || dur <= 0) {
-		fprintf(stderr, "usage: events_only [-F HZ] [--user-stack BYTES] -d SECONDS PID\n");
+		fprintf(stderr, "usage: events_only [-F HZ] [--user-stack BYTES] [--drain MS] -d SECONDS PID\n");
 		return 2;
+	}
+	if (xb_vm_attach(&vm, pid) < 0) {
+		fprintf(stderr, "events_only: %s\n", xb_err());
+		return 1;
 	}
 	struct xb_sampler s;
 	if (xb_sampler_open(&s, pid, &o) < 0) {
 		fprintf(stderr, "events_only: %s\n", xb_err());
+		xb_vm_detach(&vm);
 		return 1;
 	}
 	unsigned long long n = 0;
-	double t0 = now_s();
-	while (now_s() - t0 < dur) {
+	uint64_t t0 = xb_now_ns(), end = t0 + (uint64_t)(dur * 1e9);
+	while (xb_now_ns() < end) {
 		bool gone = false;
 		if (xb_sampler_poll(&s, drain_ms, drop, &n, &gone) < 0 || gone)
 			break;
 		xb_sampler_scan_threads(&s, false);
 	}
-	printf("received %llu samples in %.3f s (%s)\n", n, now_s() - t0, s.event_name);
+	printf("received %llu samples in %.3f s (%s)\n", n, (double)(xb_now_ns() - t0) * 1e-9,
+	       s.event_name);
 	xb_sampler_close(&s);
+	xb_vm_detach(&vm);
 	return 0;
 }

@@ -22,10 +22,10 @@ static inline uint64_t xb_atom_index(uint64_t t) { return t >> 6; }
 static inline bool xb_is_small(uint64_t t) { return (t & XB_TAG_IMMED1_MASK) == XB_TAG_IMMED1_SMALL; }
 static inline int64_t xb_small_value(uint64_t t) { return (int64_t)t >> 4; }
 static inline bool xb_is_pid(uint64_t t) { return (t & XB_TAG_IMMED1_MASK) == XB_TAG_IMMED1_PID; }
-/* A continuation pointer (return address) on an Erlang stack: primary tag 0. */
 /* NIL: erl_term.h, (0x3 << _TAG_IMMED1_SIZE) | _TAG_IMMED1_IMMED2 (OTP 25-29). */
 #define XB_NIL ((uint64_t)0x3b)
 
+/* A continuation pointer (return address) on an Erlang stack: primary tag 0. */
 static inline bool xb_is_cp(uint64_t t) { return t != 0 && (t & XB_TAG_PRIMARY_MASK) == 0; }
 
 /* A pid term holds "pixdata": the process table index interleaved into

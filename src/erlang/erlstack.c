@@ -264,9 +264,6 @@ static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
 	return sched_current(st->vm, 's', sched_no, &cur) == 0 && cur == c_p;
 }
 
-/* A process that is not running Erlang code right now (interpreter, dirty
- * scheduler): its frames, innermost at I, then the stack from E (read
- * live: it lives on the heap). */
 /* The sample's innermost Erlang function is a fact of the sample (its pc,
  * or the interpreter's I, from the sampled registers, names loaded code),
  * but its callers are gone: the process garbage collected (its stack moved
@@ -274,16 +271,15 @@ static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
  * in the interpreter is read live a drain interval after the sample.
  * Dropping such samples would under-count exactly the processes that
  * allocate most; keep the function, mark the stack partial (reports show a
- * "[callers unknown]" frame above it) and never guess the callers. */
-static void leaf_only(struct xb_estate *st, uint64_t c_p, const struct proc *p,
-		      const struct xb_code *here, uint64_t pc, bool heap_moved,
-		      struct xb_estack *out)
+ * "[callers unknown]" frame above it) and never guess the callers.
+ * The caller has set out->c_p and identified the process. */
+static void leaf_only(struct xb_estate *st, const struct xb_code *here, uint64_t pc,
+		      bool heap_moved, struct xb_estack *out)
 {
+	/* Forget what a failed walk of the stack copy left behind. */
 	out->n = 0;
 	out->unresolved = 0;
 	out->truncated = out->complete = out->remote_stack = false;
-	out->c_p = c_p;
-	identify(st, p, out);
 	push(st, out, here, pc);
 	if (!out->n) {
 		out->status = XB_ES_STALE;
@@ -298,6 +294,9 @@ static void leaf_only(struct xb_estate *st, uint64_t c_p, const struct proc *p,
 	out->status = XB_ES_OK;
 }
 
+/* A process that is not running Erlang code right now (interpreter, dirty
+ * scheduler): its frames, innermost at I, then the stack from E (read
+ * live: it lives on the heap). */
 static void finish_live(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
 			const struct proc *p, const struct xb_code *here, uint64_t I, uint64_t E,
 			struct xb_estack *out)
@@ -441,11 +440,10 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			return;
 		}
 		if (here->kind != XB_CODE_FUNCTION) {
-			out->n = 0;
 			out->status = XB_ES_NO_PROCESS; /* a fragment outside any process */
 			return;
 		}
-		leaf_only(st, c_p, &p, here, pc, true, out);
+		leaf_only(st, here, pc, true, out);
 		return;
 	}
 	if (!in_heap) {
@@ -456,7 +454,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* Frames outside the copy are read live: make sure the process
 	 * is still the one running there. */
 	if (!current_matches(st, sched_no, c_p)) {
-		leaf_only(st, c_p, &p, here, pc, false, out);
+		leaf_only(st, here, pc, false, out);
 		return;
 	}
 	out->read_ns = xb_now_ns();
@@ -578,7 +576,9 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	 * end) moved in a garbage collection since the sample: the stack E
 	 * pointed to is gone, but I still names what ran. */
 	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, E, &p)) {
-		leaf_only(st, c_p, &p, here, I, !switched, out);
+		out->c_p = c_p;
+		identify(st, &p, out);
+		leaf_only(st, here, I, !switched, out);
 		return;
 	}
 	finish_live(st, s, c_p, &p, here, I, E, out);

@@ -118,7 +118,7 @@ struct ctx {
 	struct xb_profile prof;
 	uint64_t received, processed;
 	uint64_t dropped_bad, dropped_stale, dropped_truncated, dropped_skid, no_regs;
-	uint64_t unresolved_frames, truncated_erlang, depth_limited, partial;
+	uint64_t unresolved_frames, truncated_erlang, depth_limited;
 	uint64_t *skid_us;
 	size_t nskid, skidcap;
 	uint64_t first_ns, last_ns;
@@ -280,7 +280,6 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	}
 	c->unresolved_frames += es->unresolved;
 	c->truncated_erlang += es->truncated;
-	c->partial += es->partial;
 	c->processed++;
 
 	if (c->o->pstack) {
@@ -796,6 +795,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
 			"processed sample\n", cpu0, cpu_sampling,
 			c.processed ? 1e6 * cpu_sampling / (double)c.processed : 0.0);
+	/* Every sample leaf_only kept is processed (nothing of it was read live). */
+	uint64_t partial = c.es.partial_heap_moved + c.es.partial_moved_on;
 	if (xb_verbose)
 		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
@@ -808,13 +809,13 @@ int main(int argc, char **argv)
 			(unsigned long long)c.no_regs, (unsigned long long)smp.lost,
 			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
 			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
-			(unsigned long long)c.depth_limited, (unsigned long long)c.partial,
+			(unsigned long long)c.depth_limited, (unsigned long long)partial,
 			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on);
-	if (!o.pstack && c.processed && c.partial * 10 > c.processed)
+	if (!o.pstack && c.processed && partial * 10 > c.processed)
 		fprintf(stderr, PROG ": note: %.0f%% of the samples name only their innermost Erlang "
 			"function (shown under '%s'): their process garbage collected or was switched "
 			"out before its stack could be read\n",
-			100.0 * (double)c.partial / (double)c.processed, XB_CALLERS_UNKNOWN);
+			100.0 * (double)partial / (double)c.processed, XB_CALLERS_UNKNOWN);
 	if (smp.lost && !xb_verbose)
 		fprintf(stderr, PROG ": warning: the kernel lost %llu samples (lower -F)\n", (unsigned long long)smp.lost);
 	if (vm_exited)

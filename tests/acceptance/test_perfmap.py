@@ -377,6 +377,15 @@ def map_names(path):
         return set()
 
 
+def wait_watch_started(p, out):
+    """Wait until `--watch` (process p) has written its first map to out."""
+    wait_for(lambda: os.path.exists(out) or p.poll() is not None, 5)
+    if p.poll() is not None:
+        raise AssertionError("--watch exited %s at once\n%s" % (
+            p.returncode, p.stderr.read().decode("utf-8", "replace")))
+    check(os.path.exists(out), "--watch wrote no map within 5 s")
+
+
 @per_vm()
 def test_watch_follows_loading_and_stops_with_vm(target):
     with VM(target) as vm:
@@ -384,11 +393,7 @@ def test_watch_follows_loading_and_stops_with_vm(target):
         out = os.path.join(tmpdir(), "watch.map")
         p = spawn_tool(TOOL, "--watch", "-o", out, vm.pid)
         try:
-            wait_for(lambda: os.path.exists(out) or p.poll() is not None, 5)
-            if p.poll() is not None:
-                raise AssertionError("--watch exited %s at once\n%s" % (
-                    p.returncode, p.stderr.read().decode("utf-8", "replace")))
-            check(os.path.exists(out), "--watch wrote no map within 5 s")
+            wait_watch_started(p, out)
             check("xb_watch_new:f1/0" not in map_names(out), "module present before loading")
             funcs = vm.eval("xb_loader:load(xb_watch_new, 6)")
             want = {"xb_watch_new:f%d/0" % i for i in range(1, 7)} | {
@@ -421,11 +426,7 @@ def test_watch_stops_on_sigint_and_sigterm(target):
             out = os.path.join(tmpdir(), "watch-%d.map" % sig)
             p = spawn_tool(TOOL, "--watch", "-o", out, vm.pid)
             try:
-                wait_for(lambda: os.path.exists(out) or p.poll() is not None, 5)
-                if p.poll() is not None:
-                    raise AssertionError("--watch exited %s at once\n%s" % (
-                        p.returncode, p.stderr.read().decode("utf-8", "replace")))
-                check(os.path.exists(out), "--watch wrote no map within 5 s")
+                wait_watch_started(p, out)
                 time.sleep(0.3)
                 p.send_signal(sig)
                 try:
