@@ -10,16 +10,26 @@
  * costs the VM, and this one's loss is the floor any sampler built on these
  * events pays on the machine.
  *
- *   events_only [-F HZ] [--user-stack BYTES] [--drain MS] -d SECONDS PID
+ * --floor opens the cheapest sampling event there is instead: cpu-clock,
+ * IP and TID only (no registers, no stack copy), on the normal scheduler
+ * threads only.  Its loss is what the sampling interrupt itself costs the
+ * VM on this machine, below which no perf_event sampler at this rate can go.
+ *
+ *   events_only [-F HZ] [--user-stack BYTES] [--drain MS] [--floor] -d SECONDS PID
  * prints "received N samples in S s" on stdout. */
 #define _GNU_SOURCE
 #include "xb/common.h"
 #include "xb/sampler.h"
 #include "xb/vm.h"
 
+#include <dirent.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Ring sizes follow the thread kind, classified as erlang-sample does. */
 static char thread_kind(const void *vm, const char *comm, int *no)
@@ -33,6 +43,105 @@ static void drop(const struct xb_sample *s, void *arg)
 	(*(unsigned long long *)arg)++;
 }
 
+enum { FLOOR_MAX = 64, FLOOR_PAGES = 16 };
+
+struct floor_ev {
+	int fd;
+	struct perf_event_mmap_page *ring;
+};
+
+/* One IP-only cpu-clock event per normal scheduler thread. */
+static int floor_open(const struct xb_vm *vm, pid_t pid, unsigned freq, struct floor_ev *ev)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	while (d && (de = readdir(d)) && n < FLOOR_MAX) {
+		if (de->d_name[0] == '.')
+			continue;
+		char cp[300];
+		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+		char *comm = xb_slurp(cp, NULL);
+		int no;
+		char kind = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
+		free(comm);
+		if (kind != 's')
+			continue;
+		struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
+					     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1,
+					     .sample_freq = freq,
+					     .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID,
+					     .exclude_kernel = 1, .exclude_hv = 1, .watermark = 1,
+					     .wakeup_watermark = (uint32_t)(FLOOR_PAGES * page / 2) };
+		int fd = (int)syscall(SYS_perf_event_open, &a, atoi(de->d_name), -1, -1,
+				      PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0)
+			continue;
+		void *r = mmap(NULL, (size_t)(1 + FLOOR_PAGES) * (size_t)page, PROT_READ | PROT_WRITE,
+			       MAP_SHARED, fd, 0);
+		if (r == MAP_FAILED) {
+			close(fd);
+			continue;
+		}
+		ev[n].fd = fd;
+		ev[n++].ring = r;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static unsigned long long floor_drain(struct floor_ev *ev, int n)
+{
+	unsigned long long got = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t size = (uint64_t)FLOOR_PAGES * (uint64_t)page;
+	for (int i = 0; i < n; i++) {
+		uint64_t head = __atomic_load_n(&ev[i].ring->data_head, __ATOMIC_ACQUIRE);
+		uint64_t tail = ev[i].ring->data_tail;
+		const uint8_t *base = (const uint8_t *)ev[i].ring + page;
+		while (tail < head) {
+			struct perf_event_header h;
+			/* Headers are 8-byte aligned records; one never wraps. */
+			memcpy(&h, base + tail % size, sizeof(h));
+			if (h.size == 0)
+				break;
+			got += h.type == PERF_RECORD_SAMPLE;
+			tail += h.size;
+		}
+		__atomic_store_n(&ev[i].ring->data_tail, head, __ATOMIC_RELEASE);
+	}
+	return got;
+}
+
+static int run_floor(const struct xb_vm *vm, pid_t pid, unsigned freq, double dur, int drain_ms)
+{
+	struct floor_ev ev[FLOOR_MAX];
+	int n = floor_open(vm, pid, freq, ev);
+	if (n == 0) {
+		fprintf(stderr, "events_only: --floor opened no event on a scheduler thread of %d\n", (int)pid);
+		return 1;
+	}
+	unsigned long long got = 0;
+	uint64_t t0 = xb_now_ns(), end = t0 + (uint64_t)(dur * 1e9);
+	while (xb_now_ns() < end) {
+		usleep((useconds_t)drain_ms * 1000);
+		got += floor_drain(ev, n);
+	}
+	got += floor_drain(ev, n);
+	printf("received %llu samples in %.3f s (cpu-clock, IP only, %d scheduler thread%s)\n", got,
+	       (double)(xb_now_ns() - t0) * 1e-9, n, n == 1 ? "" : "s");
+	long page = sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < n; i++) {
+		munmap(ev[i].ring, (size_t)(1 + FLOOR_PAGES) * (size_t)page);
+		close(ev[i].fd);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct xb_vm vm;
@@ -40,6 +149,7 @@ int main(int argc, char **argv)
 				     .thread_kind = thread_kind, .thread_kind_arg = &vm };
 	double dur = 0;
 	int pid = 0, drain_ms = 5;
+	bool floor_mode = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-F") == 0 && i + 1 < argc)
 			o.freq = (unsigned)atoi(argv[++i]);
@@ -47,18 +157,25 @@ int main(int argc, char **argv)
 			o.stack_bytes = (uint32_t)atoi(argv[++i]);
 		else if (strcmp(argv[i], "--drain") == 0 && i + 1 < argc)
 			drain_ms = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--floor") == 0)
+			floor_mode = true;
 		else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
 			dur = atof(argv[++i]);
 		else
 			pid = atoi(argv[i]);
 	}
 	if (pid <= 0 || dur <= 0) {
-		fprintf(stderr, "usage: events_only [-F HZ] [--user-stack BYTES] [--drain MS] -d SECONDS PID\n");
+		fprintf(stderr, "usage: events_only [-F HZ] [--user-stack BYTES] [--drain MS] [--floor] -d SECONDS PID\n");
 		return 2;
 	}
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, "events_only: %s\n", xb_err());
 		return 1;
+	}
+	if (floor_mode) {
+		int rc = run_floor(&vm, pid, o.freq, dur, drain_ms);
+		xb_vm_detach(&vm);
+		return rc;
 	}
 	struct xb_sampler s;
 	if (xb_sampler_open(&s, pid, &o) < 0) {

@@ -44,6 +44,10 @@ enum {
 int xb_codemap_build(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags);
 void xb_codemap_free(struct xb_codemap *cm);
 const struct xb_code *xb_codemap_find(const struct xb_codemap *cm, uint64_t addr);
+/* The function named NAME ("m:f/a", as in the map); linear, for rare use. */
+const struct xb_code *xb_codemap_find_name(const struct xb_codemap *cm, const char *name);
+/* "m:f/a" of the ErtsCodeMFA at ADDR in the VM.  0, or -1. */
+int xb_codemap_read_mfa(struct xb_vm *vm, uint64_t addr, char *out, size_t len);
 /* Has the VM loaded code since cm was built?  1 yes, 0 no, -1 error. */
 int xb_codemap_stale(struct xb_vm *vm, const struct xb_codemap *cm);
 /* Sort, and resolve overlaps in favour of newer registrations. */

@@ -54,6 +54,8 @@ struct xb_estate {
 	struct xb_codemap **retired;
 	size_t nretired, nretired_cap;
 	unsigned flags; /* codemap build flags */
+	/* Interpreter: a NIF stub's MFA -> its function (emu_in_nif). */
+	struct { uint64_t mfa, gen; const struct xb_code *code; } nif_stub;
 	/* JIT: executable mappings that are not files (JIT code). */
 	uint64_t jit_lo, jit_hi;
 };

@@ -36,15 +36,19 @@ struct xb_modsyms {
 struct xb_symbols {
 	pid_t pid;
 	Dwfl *dwfl;
-	struct xb_modsyms *mods;
-	size_t nmods;
+	struct xb_modsyms **mods; /* never moved once added: callers keep pointers */
+	size_t nmods, capmods;
 };
 
 int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps);
+/* Report files mapped since (a NIF's .so loaded after we attached):
+ * mappings not inside a known module.  Returns how many modules were
+ * added, or -1. */
+int xb_symbols_add_new(struct xb_symbols *s, const struct xb_maps *maps);
 void xb_symbols_close(struct xb_symbols *s);
 /* Module whose file path is PATH (as in maps), or NULL. */
 struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path);
-struct xb_modsyms *xb_symbols_module_at(struct xb_symbols *s, uint64_t addr);
+struct xb_modsyms *xb_symbols_module_at(const struct xb_symbols *s, uint64_t addr);
 /* Address of symbol NAME in module M (any binding, functions and data);
  * 0 when absent. */
 uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const char *name,

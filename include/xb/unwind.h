@@ -40,6 +40,9 @@ struct xb_unwinder {
 	unsigned max_depth;
 	bool attached;
 	uint64_t stack_misses; /* reads past the stack copy */
+	/* Shared objects mapped after we attached, reported to libdwfl when a
+	 * sample first ran into one (see new_module_at in unwind.c). */
+	uint64_t modules_added, last_module_scan_ns;
 };
 
 int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,

@@ -115,21 +115,24 @@ static int collect_module(Dwfl_Module *m, void **ud, const char *n, Dwarf_Addr a
 	return DWARF_CB_OK;
 }
 
-int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
+static bool known_module(const struct xb_symbols *s, const Dwfl_Module *mod)
 {
-	memset(s, 0, sizeof(*s));
-	s->pid = pid;
-	report_pid = pid;
-	s->dwfl = dwfl_begin(&callbacks);
-	if (!s->dwfl)
-		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));
-	vdso_lo = vdso_hi = 0;
-	/* Feed libdwfl a filtered copy of the maps: only regular files. */
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i]->mod == mod)
+			return true;
+	return false;
+}
+
+/* The maps lines of files libdwfl should know about, in maps format, for
+ * dwfl_linux_proc_maps_report.  Mappings inside an already reported
+ * module are left out (used when adding modules later). */
+static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, size_t *lenp)
+{
 	size_t cap = 0, len = 0;
 	char *text = NULL;
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct xb_map *m = &maps->v[i];
-		if (!reportable(m))
+		if (!reportable(m) || xb_symbols_module_at(s, m->start))
 			continue;
 		char line[4400];
 		int n = snprintf(line, sizeof(line), "%llx-%llx %c%c%c%c %08llx %02x:%02x %llu %s\n",
@@ -142,41 +145,50 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 			continue;
 		if (xb_grow((void **)&text, &cap, len + (size_t)n + 1, 1) < 0) {
 			free(text);
-			return -1;
+			return NULL;
 		}
 		memcpy(text + len, line, (size_t)n + 1);
 		len += (size_t)n;
 	}
-	if (!text)
-		return xb_fail("process %d maps no files", (int)pid);
+	*lenp = len;
+	return text;
+}
+
+/* Report the files in TEXT (maps format) and append the modules libdwfl
+ * did not know before to s->mods.  Existing entries never move: callers
+ * keep pointers to them (vm->beam).  Returns the number added or -1. */
+static int report(struct xb_symbols *s, char *text, size_t len, bool add, bool vdso)
+{
 	FILE *f = fmemopen(text, len, "r");
-	if (!f) {
-		free(text);
+	if (!f)
 		return xb_fail("fmemopen: %m");
-	}
-	dwfl_report_begin(s->dwfl);
+	if (add)
+		dwfl_report_begin_add(s->dwfl);
+	else
+		dwfl_report_begin(s->dwfl);
 	int r = dwfl_linux_proc_maps_report(s->dwfl, f);
 	fclose(f);
-	free(text);
 	/* The vDSO (clock_gettime & co.): its CFI is needed to unwind out of
 	 * it with callee-saved registers intact.  find_elf copies its image. */
-	if (r == 0 && vdso_lo)
+	if (r == 0 && vdso && vdso_lo)
 		dwfl_report_module(s->dwfl, "[vdso]", vdso_lo, vdso_hi);
-	if (r != 0 || dwfl_report_end(s->dwfl, NULL, NULL) != 0)
-		return xb_fail("libdwfl could not report modules of process %d: %s (%d)", (int)pid,
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 || r != 0)
+		return xb_fail("libdwfl could not report modules of process %d: %s (%d)", (int)s->pid,
 			       dwfl_errmsg(-1), r);
-
-	/* Collect modules. */
 	struct modlist c = { NULL, 0, 0 };
-	if (dwfl_getmodules(s->dwfl, collect_module, &c, 0) < 0 || !c.v) {
+	if (dwfl_getmodules(s->dwfl, collect_module, &c, 0) < 0) {
 		free(c.v);
-		return xb_fail("libdwfl found no modules in process %d", (int)pid);
+		return xb_fail("libdwfl lists no modules of process %d", (int)s->pid);
 	}
-	s->mods = calloc(c.n ? c.n : 1, sizeof(*s->mods));
-	if (!s->mods)
-		return xb_fail("out of memory");
+	int added = 0;
 	for (size_t i = 0; i < c.n; i++) {
-		struct xb_modsyms *m = &s->mods[s->nmods++];
+		if (known_module(s, c.v[i]))
+			continue;
+		struct xb_modsyms *m = calloc(1, sizeof(*m));
+		if (!m || xb_grow((void **)&s->mods, &s->capmods, s->nmods + 1, sizeof(*s->mods)) < 0) {
+			free(m);
+			break;
+		}
 		Dwarf_Addr lo, hi;
 		const char *name = dwfl_module_info(c.v[i], NULL, &lo, &hi, NULL, NULL, NULL, NULL);
 		m->mod = c.v[i];
@@ -186,19 +198,57 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 		m->name = b ? b + 1 : (name ? name : "?");
 		if (strcmp(m->name, "[vdso]") == 0)
 			m->name = "vdso";
+		s->mods[s->nmods++] = m;
+		added++;
 	}
 	free(c.v);
+	return added;
+}
+
+int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	report_pid = pid;
+	s->dwfl = dwfl_begin(&callbacks);
+	if (!s->dwfl)
+		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));
+	vdso_lo = vdso_hi = 0;
+	/* Feed libdwfl a filtered copy of the maps: only regular files. */
+	size_t len;
+	char *text = maps_text(s, maps, &len);
+	if (!text)
+		return xb_fail("process %d maps no files", (int)pid);
+	int n = report(s, text, len, false, true);
+	free(text);
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return xb_fail("libdwfl found no modules in process %d", (int)pid);
 	return 0;
+}
+
+int xb_symbols_add_new(struct xb_symbols *s, const struct xb_maps *maps)
+{
+	size_t len;
+	char *text = maps_text(s, maps, &len);
+	if (!text)
+		return 0;
+	int n = report(s, text, len, true, false);
+	free(text);
+	return n;
 }
 
 void xb_symbols_close(struct xb_symbols *s)
 {
 	for (size_t i = 0; i < s->nmods; i++) {
-		free(s->mods[i].byaddr);
-		free(s->mods[i].byname);
-		for (size_t k = 0; k < s->mods[i].nowned; k++)
-			free(s->mods[i].owned[k]);
-		free(s->mods[i].owned);
+		struct xb_modsyms *m = s->mods[i];
+		free(m->byaddr);
+		free(m->byname);
+		for (size_t k = 0; k < m->nowned; k++)
+			free(m->owned[k]);
+		free(m->owned);
+		free(m);
 	}
 	free(s->mods);
 	if (s->dwfl)
@@ -209,19 +259,19 @@ void xb_symbols_close(struct xb_symbols *s)
 struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path)
 {
 	for (size_t i = 0; i < s->nmods; i++) {
-		const char *name = dwfl_module_info(s->mods[i].mod, NULL, NULL, NULL, NULL, NULL,
+		const char *name = dwfl_module_info(s->mods[i]->mod, NULL, NULL, NULL, NULL, NULL,
 						    NULL, NULL);
 		if (name && strcmp(name, path) == 0)
-			return &s->mods[i];
+			return s->mods[i];
 	}
 	return NULL;
 }
 
-struct xb_modsyms *xb_symbols_module_at(struct xb_symbols *s, uint64_t addr)
+struct xb_modsyms *xb_symbols_module_at(const struct xb_symbols *s, uint64_t addr)
 {
 	for (size_t i = 0; i < s->nmods; i++)
-		if (addr >= s->mods[i].low && addr < s->mods[i].high)
-			return &s->mods[i];
+		if (addr >= s->mods[i]->low && addr < s->mods[i]->high)
+			return s->mods[i];
 	return NULL;
 }
 

@@ -502,6 +502,60 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
 	return found;
 }
 
+/* A NIF called by the interpreter (nif_bif.call_nif in
+ * emu/bif_instrs.tab).  I and E are dead across that call, so GCC reuses
+ * their registers and neither can be trusted there; but call_nif first
+ * sets c_p->current to the function's MFA (the ErtsCodeMFA right before
+ * its code) and HEAVY_SWAPOUT saves E in c_p->stop.  Those are read live,
+ * so they are used only when they prove to be about this very call: the
+ * C function process_main called (the outermost native frame) must be
+ * the one the NIF stub after that MFA calls, I[1] (the ErtsNativeFunc
+ * layout that comment in bif_instrs.tab describes).
+ *
+ * Until load_nif_2nd_finisher (erl_nif.c) patches the function itself,
+ * which waits for thread progress, calls go through a stub outside the
+ * module's code (erts_call_nif_early: an ErtsNifBeamStub with its own
+ * copy of the MFA); the function is then found by that MFA's name.
+ * On success *I is the function's first instruction. */
+static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct xb_unwind *uw,
+					uint64_t c_p, uint64_t *I)
+{
+	struct xb_vm *vm = st->vm;
+	if (uw->n == 0)
+		return NULL;
+	uint64_t pc = uw->pcs[uw->n - 1];
+	const struct xb_sym *callee =
+		xb_symbols_addr(&vm->syms, uw->activation[uw->n - 1] ? pc : pc - 1, NULL);
+	int64_t cur = xb_off(vm, XB_F_PROC_CURRENT), arity = xb_off(vm, XB_F_MFA_ARITY);
+	uint64_t mfa, fn;
+	if (!callee || cur < 0 || arity < 0 ||
+	    xb_read_u64(&vm->mem, c_p + (uint64_t)cur, &mfa) < 0 || mfa % 8)
+		return NULL;
+	uint64_t code = mfa + (uint64_t)arity + 8; /* the ErtsCodeMFA ends with arity */
+	if (xb_read_u64(&vm->mem, code + 8, &fn) < 0 || fn != callee->addr)
+		return NULL;
+	const struct xb_code *c = xb_codemap_find(st->cm, code);
+	if (c && c->kind == XB_CODE_FUNCTION) {
+		*I = code;
+		return c;
+	}
+	if (c)
+		return NULL; /* inside something else: not a stub */
+	if (st->nif_stub.mfa != mfa || st->nif_stub.gen != st->codemap_refreshes) {
+		char name[600];
+		st->nif_stub.mfa = mfa;
+		st->nif_stub.gen = st->codemap_refreshes;
+		st->nif_stub.code = xb_codemap_read_mfa(vm, mfa, name, sizeof(name)) < 0
+					    ? NULL
+					    : xb_codemap_find_name(st->cm, name);
+	}
+	c = st->nif_stub.code;
+	if (!c)
+		return NULL;
+	*I = c->start;
+	return c;
+}
+
 /* The word at the interpreter's E is NIL (`allocate` reserves the frame's
  * CP slot as NIL, and a return sets it back: AH and RETURN in
  * emu/macros.tab) or a continuation pointer (SAVE_CONTINUATION_POINTER,
@@ -552,13 +606,24 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		return;
 	}
 	out->read_ns = xb_now_ns();
-	const struct xb_code *here = emu_current(st, uw, &I);
-	if (!here) {
-		out->status = XB_ES_BAD;
-		out->why = "I not recovered";
-		return;
+	/* In a NIF, I and E are in c_p (emu_in_nif); elsewhere in registers. */
+	const struct xb_code *here = emu_in_nif(st, uw, c_p, &I);
+	if (here) {
+		E = p.stop;
+	} else {
+		here = emu_current(st, uw, &I);
+		if (!here) {
+			out->status = XB_ES_BAD;
+			out->why = "I not recovered";
+			return;
+		}
+		if (!reg(uw, st->regs.E, &E)) {
+			out->status = XB_ES_BAD;
+			out->why = "E not recovered";
+			return;
+		}
 	}
-	if (!reg(uw, st->regs.E, &E) || E % 8) {
+	if (E % 8) {
 		out->status = XB_ES_BAD;
 		out->why = "E not recovered";
 		return;

@@ -98,6 +98,14 @@ const struct xb_code *xb_codemap_find(const struct xb_codemap *cm, uint64_t addr
 	return NULL;
 }
 
+const struct xb_code *xb_codemap_find_name(const struct xb_codemap *cm, const char *name)
+{
+	for (size_t i = 0; i < cm->n; i++)
+		if (cm->v[i].kind == XB_CODE_FUNCTION && strcmp(cm->v[i].name, name) == 0)
+			return &cm->v[i];
+	return NULL;
+}
+
 int xb_perfmap_print(const struct xb_codemap *cm, FILE *f)
 {
 	for (size_t i = 0; i < cm->n; i++)
@@ -287,6 +295,15 @@ static int name_mfa(struct xb_vm *vm, const uint8_t *mfa, char *out, size_t len)
 		return xb_fail("bad MFA");
 	snprintf(out, len, "%s:%s/%u", ms, fs, (unsigned)a);
 	return 0;
+}
+
+int xb_codemap_read_mfa(struct xb_vm *vm, uint64_t addr, char *out, size_t len)
+{
+	uint8_t mfa[64];
+	int64_t hi = xb_off(vm, XB_F_MFA_ARITY) + 8;
+	if (hi <= 8 || hi > (int64_t)sizeof(mfa) || xb_read(&vm->mem, addr, mfa, (size_t)hi) < 0)
+		return -1;
+	return name_mfa(vm, mfa, out, len);
 }
 
 static int emu_module(struct xb_vm *vm, struct xb_codemap *cm, uint64_t start, uint64_t end)

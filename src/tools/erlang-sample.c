@@ -11,6 +11,7 @@
 #include "xb/check.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
+#include "xb/demangle.h"
 #include "xb/erlstack.h"
 #include "xb/profile.h"
 #include "xb/report.h"
@@ -118,7 +119,7 @@ struct ctx {
 	struct xb_profile prof;
 	uint64_t received, processed;
 	uint64_t dropped_bad, dropped_stale, dropped_truncated, dropped_skid, no_regs;
-	uint64_t unresolved_frames, truncated_erlang, depth_limited;
+	uint64_t unresolved_frames, truncated_erlang, depth_limited, modules_seen;
 	uint64_t *skid_us;
 	size_t nskid, skidcap;
 	uint64_t first_ns, last_ns;
@@ -145,7 +146,8 @@ static void native_name(struct ctx *c, uint64_t pc, bool exact, char *name, size
 	uint64_t look = exact ? pc : pc - 1;
 	const struct xb_sym *s = xb_symbols_addr(&c->vm->syms, look, &m);
 	if (s) {
-		snprintf(name, nlen, "%s", s->name);
+		char d[512];
+		snprintf(name, nlen, "%s", xb_demangle(s->name, d, sizeof(d)));
 		snprintf(tag, tlen, "[%s]", m->name);
 	} else if (m) {
 		/* A static function of a stripped binary has no name: say so
@@ -243,6 +245,12 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	const struct xb_thread *t = &c->smp->threads[s->thread];
 	struct xb_unwind uw;
 	xb_unwind_sample(&c->uw, s, &uw);
+	if (c->uw.modules_added != c->modules_seen) {
+		/* A module reported since: pcs cached as "[unknown]" may have
+		 * a name now. */
+		c->modules_seen = c->uw.modules_added;
+		memset(c->pccache, 0, sizeof(c->pccache));
+	}
 	struct xb_estack *es = &c->tmp_es;
 	xb_erlang_stack(&c->es, s, &uw, t->kind, t->sched_no, es);
 
@@ -326,8 +334,9 @@ static bool blame_symbol_exists(struct xb_vm *vm, const char *fn)
 {
 	struct xb_modsyms *m = vm->beam;
 	xb_symbols_lookup(&vm->syms, m, fn, NULL); /* loads the table */
+	char d[512];
 	for (size_t i = 0; i < m->naddr; i++)
-		if (xb_blame_match(fn, m->byaddr[i].name))
+		if (xb_blame_match(fn, xb_demangle(m->byaddr[i].name, d, sizeof(d))))
 			return true;
 	return false;
 }
@@ -802,7 +811,8 @@ int main(int argc, char **argv)
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
 			"lost %llu, throttled %llu; unresolved stack words %llu; code map refreshes %llu; "
 			"stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
-			"innermost Erlang function only %llu (heap moved %llu, process switched out %llu)\n",
+			"innermost Erlang function only %llu (heap moved %llu, process switched out %llu); "
+			"modules mapped after attaching %llu\n",
 			elapsed, (unsigned long long)c.received, (unsigned long long)c.processed,
 			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
 			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
@@ -810,7 +820,8 @@ int main(int argc, char **argv)
 			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
 			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
 			(unsigned long long)c.depth_limited, (unsigned long long)partial,
-			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on);
+			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on,
+			(unsigned long long)c.uw.modules_added);
 	if (!o.pstack && c.processed && partial * 10 > c.processed)
 		fprintf(stderr, PROG ": note: %.0f%% of the samples name only their innermost Erlang "
 			"function (shown under '%s'): their process garbage collected or was switched "

@@ -134,6 +134,39 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
+/* An unwind that stopped at a pc outside every module libdwfl knows, in an
+ * executable file mapping: a shared object mapped after we attached (a NIF
+ * library loaded late, a driver).  Report it and say whether the unwind is
+ * worth repeating.  Re-reading /proc/PID/maps costs ~0.1 ms, so at most
+ * every 100 ms; pcs in anonymous memory we already knew (code the VM
+ * generates, garbage) never cause one. */
+#define MODULE_SCAN_MIN_NS (100ull * 1000 * 1000)
+
+static bool new_module_at(struct xb_unwinder *u, uint64_t pc)
+{
+	struct xb_vm *vm = u->vm;
+	if (xb_symbols_module_at(&vm->syms, pc))
+		return false;
+	const struct xb_map *m = xb_maps_find(&vm->mem.maps, pc);
+	if (m && m->path[0] != '/')
+		return false;
+	uint64_t now = xb_now_ns();
+	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
+		return false;
+	u->last_module_scan_ns = now;
+	if (xb_remote_refresh(&vm->mem, true) < 0)
+		return false;
+	m = xb_maps_find(&vm->mem.maps, pc);
+	if (!m || !m->executable || m->path[0] != '/')
+		return false;
+	int n = xb_symbols_add_new(&vm->syms, &vm->mem.maps);
+	if (n <= 0)
+		return false;
+	u->modules_added += (uint64_t)n;
+	xb_debug("reported %d module(s) mapped since attaching, e.g. %s\n", n, m->path);
+	return true;
+}
+
 static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -160,6 +193,8 @@ void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct x
 		return;
 	}
 	run(u, s->tid, out);
+	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out->n ? out->pcs[out->n - 1] : s->ip))
+		run(u, s->tid, out);
 }
 
 void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t pc,
@@ -170,5 +205,7 @@ void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t p
 	blocked.pc = pc;
 	blocked.tid = tid;
 	run(u, tid, out);
+	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out->n ? out->pcs[out->n - 1] : pc))
+		run(u, tid, out);
 	blocked.remote = false;
 }

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool,
-                    tool_path, wait_for)
+                    tmpdir, tool_path, wait_for)
 
 TOOL = "erlang-sample"
 ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
@@ -179,6 +179,106 @@ def test_blame_gc(target):
         check(rows[0][1].startswith("xb_gc:"),
               "first row is %r, expected a function of xb_gc" % (rows[0][1],), r.out)
         check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "--blame erts_garbage_collect")
+
+
+NIF_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads", "xb_nif.c")
+
+
+def build_nif(target, outdir):
+    """tests/workloads/xb_nif.c built against the target's erl_nif.h (the
+    OTP 25 builds install none: Debian's erlang-dev, same release)."""
+    incs = [os.path.join(target.root, "lib", "erlang", "usr", "include"),
+            os.path.join(target.root, "usr", "include"), "/usr/lib/erlang/usr/include"]
+    inc = next((d for d in incs if os.path.exists(os.path.join(d, "erl_nif.h"))), None)
+    if inc is None:
+        skip("no erl_nif.h for %s (looked in %s): apt-get install erlang-dev"
+             % (target.name, ", ".join(incs)))
+    so = os.path.join(outdir, "xb_nif.so")
+    r = run_cmd(["gcc", "-shared", "-fPIC", "-O2", "-g", "-Wall", "-I", inc, "-o", so, NIF_SRC])
+    check(r.rc == 0, "building xb_nif.so failed", r.describe())
+    return so[:-3]
+
+
+@per_vm()
+def test_nif_loaded_after_attach(target):
+    """A NIF library mapped after erlang-sample attached, and a native thread
+    it creates mid-run: their samples are unwound and named (the .so is
+    reported to libdwfl when a sample first runs into it), not dropped."""
+    d = tmpdir()
+    lib = build_nif(target, d)
+    with VM(target, schedulers=2) as vm:
+        errs = [os.path.join(d, "err%d" % i) for i in range(2)]
+        outs = [os.path.join(d, "out%d" % i) for i in range(2)]
+        procs = []
+        for i, extra in enumerate([["-t", "50"], ["--format", "folded", "-o", outs[1] + ".folded"]]):
+            with open(outs[i], "w") as fo, open(errs[i], "w") as fe:
+                procs.append(spawn_tool(TOOL, "-v", "-d", "5", *extra, vm.pid, stdout=fo, stderr=fe))
+
+        def started():
+            return all("code entries" in open(e).read() for e in errs)
+        check(wait_for(started, timeout=10), "erlang-sample did not start sampling",
+              "".join(open(e).read() for e in errs))
+        with open("/proc/%d/maps" % vm.pid) as f:
+            check("xb_nif.so" not in f.read(), "xb_nif.so was mapped before erlang-sample attached")
+        vm.eval('ok = xb_nif:load("%s")' % lib)
+        # The thread first: xb_nif:loop/1 keeps its scheduler for seconds
+        # at a time (see xb_nif.erl), and xb_ctl may be queued behind it.
+        vm.eval("ok = xb_nif:thread_start()")
+        vm.eval("xb_nif:start(6000)")
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                check(False, "erlang-sample did not finish")
+            check(p.returncode == 0, "erlang-sample exited %d" % p.returncode,
+                  "".join(open(e).read() for e in errs))
+        out, err = open(outs[0]).read(), open(errs[0]).read()
+        processed, received, rows = parse_table(out)
+        m = re.search(r"modules mapped after attaching (\d+)", err)
+        check(m and int(m.group(1)) >= 1, "xb_nif.so was never reported", err)
+        check(processed >= 0.9 * received, "only %d of %d samples processed (< 90%%): the "
+              "NIF's samples were dropped" % (processed, received), out + err)
+        work = [n for n, name, _, tag in rows if name == "xb_nif_work" and tag == "[xb_nif.so]"]
+        check(work and work[0] >= 0.4 * processed, "xb_nif_work [xb_nif.so] is not most of the "
+              "profile (two threads burn in it for ~4 of the 5 s)", out)
+        folded = open(outs[1] + ".folded").read()
+        stacks = {}
+        for line in folded.splitlines():
+            st, n = line.rsplit(" ", 1)
+            stacks[st] = stacks.get(st, 0) + int(n)
+        # The scheduler: the Erlang caller below the NIF, every native
+        # frame of the .so named.
+        nif = sum(n for st, n in stacks.items() if st.startswith("xb_nif:loop/1;") and
+                  st.endswith(";xb_nif_spin_nif;xb_nif_spin;xb_nif_work"))
+        # The thread created mid-run: a native-only stack, sampled.
+        thr = sum(n for st, n in stacks.items()
+                  if st.endswith(";xb_nif_thread_burn;xb_nif_work") and "xb_nif:" not in st)
+        log("processed %d/%d; xb_nif_work %d; folded: under the NIF %d, burner thread %d"
+            % (processed, received, work[0], nif, thr))
+        nif_lines = "\n".join(line for line in folded.splitlines() if "nif" in line)[:5000]
+        check(nif >= 100, "too few samples with xb_nif:loop/1 under xb_nif_spin_nif (%d)" % nif,
+              nif_lines)
+        check(thr >= 100, "too few samples of the thread created mid-run (%d)" % thr, nif_lines)
+        names = [name for _, name, _, tag in rows if tag == "[Erlang]"]
+        names += [f for st in stacks for f in st.split(";") if re.match(r"^[a-z_']\S*:\S+/\d+$", f)]
+
+        # Loaded before attaching: --blame on a function of the .so.
+        vm.eval("xb_nif:start(4000)")  # once the first loop has ended
+        r = sample(vm, "-d", "2", "--blame", "xb_nif_work")
+        processed, received, rows = parse_table(r.out)
+        check(rows and rows[0][1] in ("xb_nif:loop/1", "xb_nif:spin/1"),
+              "--blame xb_nif_work does not put the NIF's caller first", r.out)
+        names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
+        r2 = sample(vm, "--pstack", timeout=20)
+        check(re.search(r"xb_nif_caller\n(.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
+                        r"(.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/1 \[Erlang\]", r2.out),
+              "--pstack does not show xb_nif_caller in xb_nif_work under xb_nif:loop/1", r2.out)
+        names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
+        m = re.search(r"\((\d+) with no Erlang code above it\)", r.out)
+        check(m and int(m.group(1)) > 0, "--blame counted none of the burner thread's samples "
+              "as having no Erlang code above", r.out)
+        check_no_garbage(vm, names, "NIF loaded while sampling")  # after the loop ended
 
 
 @per_vm()

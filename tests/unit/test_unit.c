@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "xb/codemap.h"
 #include "xb/common.h"
+#include "xb/demangle.h"
 #include "xb/procmaps.h"
 #include "xb/profile.h"
 #include "xb/report.h"
@@ -777,6 +778,56 @@ static void t_percentile(void)
 	CHECK(xb_percentile(v, 0, 50) == 0, "empty");
 }
 
+/* ---- xb_demangle ------------------------------------------------------- */
+
+static void t_demangle_trim(void)
+{
+	static const char *const cases[][2] = {
+		{ "BeamModuleAssembler::emit_i_move(ArgSource const&, ArgRegister const&)",
+		  "BeamModuleAssembler::emit_i_move" },
+		{ "foo()", "foo" },
+		{ "Foo::operator()(int) const", "Foo::operator()" },
+		{ "Foo::bar(int) const &&", "Foo::bar" },
+		{ "(anonymous namespace)::helper(char*) [clone .isra.0] [clone .cold]",
+		  "(anonymous namespace)::helper" },
+		{ "std::vector<int, std::allocator<int> >::push_back(int&&)",
+		  "std::vector<int, std::allocator<int> >::push_back" },
+		{ "void sort<int>(int*, int*)", "void sort<int>" },
+		{ "plain_c_name", "plain_c_name" },
+		{ "unbalanced)", "unbalanced)" },
+		{ "", "" },
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(cases); i++) {
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", cases[i][0]);
+		xb_demangle_trim(buf);
+		CHECK(strcmp(buf, cases[i][1]) == 0, "trim(\"%s\") = \"%s\", want \"%s\"", cases[i][0],
+		      buf, cases[i][1]);
+	}
+}
+
+static void t_demangle(void)
+{
+	char buf[256];
+	/* Symbols of OTP 25's JIT beam.smp (nm -C agrees). */
+	const char *d = xb_demangle("_ZN19BeamModuleAssembler11emit_i_moveERK9ArgSourceRK11ArgRegister",
+				    buf, sizeof(buf));
+	CHECK(strcmp(d, "BeamModuleAssembler::emit_i_move") == 0, "got \"%s\"", d);
+	d = xb_demangle("_Z17beam_jit_call_nifP7processPKvPmPFmP18enif_environment_tiS3_EP14erl_module_nif",
+			buf, sizeof(buf));
+	CHECK(strcmp(d, "beam_jit_call_nif") == 0, "got \"%s\"", d);
+	/* Not C++, or not valid: the name itself, not a copy. */
+	const char *c = "erts_garbage_collect_nobump";
+	CHECK(xb_demangle(c, buf, sizeof(buf)) == c, "a C name was rewritten");
+	const char *bad = "_Zgarbage";
+	CHECK(xb_demangle(bad, buf, sizeof(buf)) == bad, "an invalid name was rewritten");
+	/* A short buffer truncates, never overflows. */
+	char tiny[8];
+	d = xb_demangle("_ZN19BeamModuleAssembler11emit_i_moveERK9ArgSourceRK11ArgRegister", tiny,
+			sizeof(tiny));
+	CHECK(d == tiny && strlen(tiny) == 7, "short buffer: \"%s\"", d);
+}
+
 int main(int argc, char **argv)
 {
 	filter = argc > 1 ? argv[1] : NULL;
@@ -812,6 +863,8 @@ int main(int argc, char **argv)
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
 	run_case("percentile", t_percentile);
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
+	run_case("demangle_trim", t_demangle_trim);
+	run_case("demangle", t_demangle);
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

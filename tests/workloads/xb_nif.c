@@ -1,0 +1,94 @@
+/* xb_nif.c - native code that appears after the profiler attached.
+ *
+ * Compiled by the test (gcc -shared -fPIC, the target's erl_nif.h) and
+ * loaded by xb_nif:load/1 while erlang-sample runs, so the shared object
+ * is mapped after erlang-sample reported the VM's modules to libdwfl.
+ *
+ *   spin(Us)         burns Us microseconds in xb_nif_spin(), called from
+ *                    the NIF xb_nif_spin_nif() on the calling scheduler
+ *   thread_start()   creates a thread (enif_thread_create, "xb_nif_burner")
+ *                    spinning in xb_nif_thread_burn() until thread_stop()
+ *   thread_stop()    stops and joins it
+ *
+ * The burning functions are global and never inlined so their names are in
+ * the .so's symbol table and on the sampled stacks. */
+#include <erl_nif.h>
+#include <time.h>
+
+static volatile int stop_flag;
+static int running;
+static ErlNifTid burner;
+
+static unsigned long long now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (unsigned long long)t.tv_sec * 1000000ull + (unsigned long long)t.tv_nsec / 1000;
+}
+
+/* Arithmetic the compiler cannot drop; most samples land here. */
+__attribute__((noinline)) unsigned long xb_nif_work(unsigned long x)
+{
+	for (int i = 0; i < 20000; i++)
+		x = x * 6364136223846793005ul + 1442695040888963407ul;
+	return x;
+}
+
+__attribute__((noinline)) unsigned long xb_nif_spin(long us)
+{
+	unsigned long long end = now_us() + (unsigned long long)us;
+	unsigned long x = 1;
+	do
+		x = xb_nif_work(x);
+	while (now_us() < end);
+	return x;
+}
+
+__attribute__((noinline)) void *xb_nif_thread_burn(void *arg)
+{
+	unsigned long x = (unsigned long)arg;
+	while (!stop_flag)
+		x = xb_nif_work(x);
+	return (void *)x;
+}
+
+static ERL_NIF_TERM xb_nif_spin_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	long us;
+	if (argc != 1 || !enif_get_long(env, argv[0], &us) || us < 0 || us > 10000)
+		return enif_make_badarg(env);
+	return enif_make_ulong(env, xb_nif_spin(us));
+}
+
+static ERL_NIF_TERM thread_start_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	if (running)
+		return enif_make_atom(env, "already_running");
+	stop_flag = 0;
+	if (enif_thread_create("xb_nif_burner", &burner, xb_nif_thread_burn, (void *)1, NULL) != 0)
+		return enif_make_atom(env, "error");
+	running = 1;
+	return enif_make_atom(env, "ok");
+}
+
+static ERL_NIF_TERM thread_stop_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	if (running) {
+		stop_flag = 1;
+		enif_thread_join(burner, NULL);
+		running = 0;
+	}
+	return enif_make_atom(env, "ok");
+}
+
+static ErlNifFunc funcs[] = {
+	{ "spin", 1, xb_nif_spin_nif, 0 },
+	{ "thread_start", 0, thread_start_nif, 0 },
+	{ "thread_stop", 0, thread_stop_nif, 0 },
+};
+
+ERL_NIF_INIT(xb_nif, funcs, NULL, NULL, NULL, NULL)
