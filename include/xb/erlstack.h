@@ -54,8 +54,12 @@ struct xb_estate {
 	struct xb_codemap **retired;
 	size_t nretired, nretired_cap;
 	unsigned flags; /* codemap build flags */
-	/* Interpreter: a NIF stub's MFA -> its function (emu_in_nif). */
-	struct { uint64_t mfa, gen; const struct xb_code *code; } nif_stub;
+	/* Interpreter: NIF stubs outside module code -> their function
+	 * (emu_in_nif), by stub MFA address and NIF; gen = codemap_refreshes. */
+	struct xb_nif_stub {
+		uint64_t mfa, fn, gen;
+		const struct xb_code *code;
+	} nif_stubs[64];
 	/* JIT: executable mappings that are not files (JIT code). */
 	uint64_t jit_lo, jit_hi;
 };

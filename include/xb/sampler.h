@@ -33,6 +33,7 @@ struct xb_thread {
 	void *ring;
 	size_t ring_size, data_size;
 	bool dead;
+	bool grow, grown; /* its small ring filled up: give it a big one (once) */
 	uint64_t samples;
 	int sched_no;   /* N of N_scheduler, N_dirty_cpu_sch, N_dirty_io_sche; else 0 */
 	char kind;      /* 's' scheduler, 'c' dirty cpu, 'i' dirty io, 'o' other */
@@ -59,6 +60,7 @@ struct xb_sampler {
 	int event_type;
 	uint64_t event_config;
 	uint64_t lost, throttled, unthrottled, received;
+	uint64_t rings_grown; /* small rings replaced by big ones (busy non-scheduler threads) */
 	uint64_t last_scan_ns, last_full_drain_ns;
 	uint8_t *scratch; /* record reassembly */
 	size_t scratch_size;

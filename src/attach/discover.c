@@ -143,8 +143,9 @@ static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	return false;
 }
 
-/* A pointer to an array of N scheduler data entries numbered 1..N of the
- * given ErtsSchedType (erl_process.h: NORMAL 0, DIRTY_CPU 1, DIRTY_IO 2). */
+/* A pointer to an array of N scheduler data entries numbered 1..N (dirty
+ * ones: or all 0) of the given ErtsSchedType (erl_process.h: NORMAL 0,
+ * DIRTY_CPU 1, DIRTY_IO 2). */
 static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
 {
 	const int64_t *o = vm->off;
@@ -157,7 +158,9 @@ static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
 		if (xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_SCHED_NO], &no) < 0 ||
 		    xb_read_u32(&vm->mem, e + (uint64_t)o[XB_F_SCHED_TYPE], &ty) < 0)
 			return false;
-		if (no != (uint64_t)i + 1 || ty != type)
+		/* Dirty schedulers number themselves in dirty_no since OTP 26 or
+		 * so, leaving no at 0 (seen in OTP 29). */
+		if ((no != (uint64_t)i + 1 && !(type != 0 && no == 0)) || ty != type)
 			return false;
 	}
 	return true;

@@ -172,9 +172,11 @@ static int report(struct xb_symbols *s, char *text, size_t len, bool add, bool v
 	 * it with callee-saved registers intact.  find_elf copies its image. */
 	if (r == 0 && vdso && vdso_lo)
 		dwfl_report_module(s->dwfl, "[vdso]", vdso_lo, vdso_hi);
-	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 || r != 0)
+	int end = dwfl_report_end(s->dwfl, NULL, NULL);
+	if (!add && (end != 0 || r != 0))
 		return xb_fail("libdwfl could not report modules of process %d: %s (%d)", (int)s->pid,
 			       dwfl_errmsg(-1), r);
+	/* Adding: keep whatever libdwfl accepted, even if a line failed. */
 	struct modlist c = { NULL, 0, 0 };
 	if (dwfl_getmodules(s->dwfl, collect_module, &c, 0) < 0) {
 		free(c.v);

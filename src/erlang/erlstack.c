@@ -4,6 +4,7 @@
 #include "xb/common.h"
 #include "xb/term.h"
 
+#include <elfutils/libdw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,20 +503,44 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
 	return found;
 }
 
+/* Entry address of the native function containing PC: its symbol, or
+ * where a stripped object has none (a static NIF function), the start of
+ * its CFI entry (.eh_frame FDEs start where functions start). */
+static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **modp)
+{
+	const struct xb_sym *sym = xb_symbols_addr(&vm->syms, pc, modp);
+	if (sym)
+		return sym->addr;
+	if (!*modp)
+		return 0;
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfi = dwfl_module_eh_cfi((*modp)->mod, &bias);
+	Dwarf_Frame *frame;
+	Dwarf_Addr start, end;
+	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
+		return 0;
+	int ok = dwarf_frame_info(frame, &start, &end, NULL) >= 0;
+	free(frame);
+	return ok ? start + bias : 0;
+}
+
 /* A NIF called by the interpreter (nif_bif.call_nif in
  * emu/bif_instrs.tab).  I and E are dead across that call, so GCC reuses
  * their registers and neither can be trusted there; but call_nif first
  * sets c_p->current to the function's MFA (the ErtsCodeMFA right before
  * its code) and HEAVY_SWAPOUT saves E in c_p->stop.  Those are read live,
- * so they are used only when they prove to be about this very call: the
- * C function process_main called (the outermost native frame) must be
- * the one the NIF stub after that MFA calls, I[1] (the ErtsNativeFunc
- * layout that comment in bif_instrs.tab describes).
- *
+ * and c_p->current is also left behind by BIF calls and context switches,
+ * so they are used only when they prove to be about this very call:
+ *  - the C function process_main called (the outermost native frame) is
+ *    not in beam.smp (BIFs are; NIF libraries are not: the NIFs built into
+ *    beam.smp keep the register path), and
+ *  - it is the function the NIF stub after that MFA calls, I[1] (the
+ *    ErtsNativeFunc layout that comment in bif_instrs.tab describes).
  * Until load_nif_2nd_finisher (erl_nif.c) patches the function itself,
  * which waits for thread progress, calls go through a stub outside the
- * module's code (erts_call_nif_early: an ErtsNifBeamStub with its own
- * copy of the MFA); the function is then found by that MFA's name.
+ * module's code (erts_call_nif_early: an ErtsNifBeamStub with its own copy
+ * of the MFA), and a yielding NIF (enif_schedule_nif) runs from a
+ * per-process copy; the function is then found by that MFA's name.
  * On success *I is the function's first instruction. */
 static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct xb_unwind *uw,
 					uint64_t c_p, uint64_t *I)
@@ -524,15 +549,15 @@ static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct xb_un
 	if (uw->n == 0)
 		return NULL;
 	uint64_t pc = uw->pcs[uw->n - 1];
-	const struct xb_sym *callee =
-		xb_symbols_addr(&vm->syms, uw->activation[uw->n - 1] ? pc : pc - 1, NULL);
+	struct xb_modsyms *mod = NULL;
+	uint64_t entry = native_entry(vm, uw->activation[uw->n - 1] ? pc : pc - 1, &mod);
 	int64_t cur = xb_off(vm, XB_F_PROC_CURRENT), arity = xb_off(vm, XB_F_MFA_ARITY);
 	uint64_t mfa, fn;
-	if (!callee || cur < 0 || arity < 0 ||
+	if (!entry || mod == vm->beam || cur < 0 || arity < 0 ||
 	    xb_read_u64(&vm->mem, c_p + (uint64_t)cur, &mfa) < 0 || mfa % 8)
 		return NULL;
 	uint64_t code = mfa + (uint64_t)arity + 8; /* the ErtsCodeMFA ends with arity */
-	if (xb_read_u64(&vm->mem, code + 8, &fn) < 0 || fn != callee->addr)
+	if (xb_read_u64(&vm->mem, code + 8, &fn) < 0 || fn != entry)
 		return NULL;
 	const struct xb_code *c = xb_codemap_find(st->cm, code);
 	if (c && c->kind == XB_CODE_FUNCTION) {
@@ -541,15 +566,18 @@ static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct xb_un
 	}
 	if (c)
 		return NULL; /* inside something else: not a stub */
-	if (st->nif_stub.mfa != mfa || st->nif_stub.gen != st->codemap_refreshes) {
-		char name[600];
-		st->nif_stub.mfa = mfa;
-		st->nif_stub.gen = st->codemap_refreshes;
-		st->nif_stub.code = xb_codemap_read_mfa(vm, mfa, name, sizeof(name)) < 0
-					    ? NULL
-					    : xb_codemap_find_name(st->cm, name);
+	size_t h = (size_t)(((mfa >> 3) ^ fn) * 0x9E3779B97F4A7C15ull >> 58);
+	struct xb_nif_stub *e = &st->nif_stubs[h];
+	if (e->mfa != mfa || e->fn != fn || e->gen != st->codemap_refreshes) {
+		char name[2300];
+		e->mfa = mfa;
+		e->fn = fn;
+		e->gen = st->codemap_refreshes;
+		e->code = xb_codemap_read_mfa(vm, mfa, name, sizeof(name)) < 0
+				  ? NULL
+				  : xb_codemap_find_name(st->cm, name);
 	}
-	c = st->nif_stub.code;
+	c = e->code;
 	if (!c)
 		return NULL;
 	*I = c->start;
@@ -658,7 +686,11 @@ static void dirty(struct xb_estate *st, const struct xb_sample *s, char kind, in
 	struct xb_vm *vm = st->vm;
 	uint64_t c_p, I;
 	struct proc p;
-	if (sched_current(vm, kind, no, &c_p) < 0 || c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
+	if (sched_current(vm, kind, no, &c_p) < 0) {
+		xb_debug("dirty %s scheduler %d: %s\n", kind == 'c' ? "CPU" : "I/O", no, xb_err());
+		return; /* native only */
+	}
+	if (c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
 	    xb_read_u64(&vm->mem, c_p + (uint64_t)xb_off(vm, XB_F_PROC_I), &I) < 0)
 		return; /* no process: native only */
 	out->read_ns = xb_now_ns();

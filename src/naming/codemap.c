@@ -300,8 +300,16 @@ static int name_mfa(struct xb_vm *vm, const uint8_t *mfa, char *out, size_t len)
 int xb_codemap_read_mfa(struct xb_vm *vm, uint64_t addr, char *out, size_t len)
 {
 	uint8_t mfa[64];
-	int64_t hi = xb_off(vm, XB_F_MFA_ARITY) + 8;
-	if (hi <= 8 || hi > (int64_t)sizeof(mfa) || xb_read(&vm->mem, addr, mfa, (size_t)hi) < 0)
+	int64_t hi = 0;
+	const enum xb_field fields[] = { XB_F_MFA_MODULE, XB_F_MFA_FUNCTION, XB_F_MFA_ARITY };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fields); i++) {
+		int64_t o = xb_off(vm, fields[i]);
+		if (o < 0)
+			return -1;
+		if (o + 8 > hi)
+			hi = o + 8;
+	}
+	if (hi > (int64_t)sizeof(mfa) || xb_read(&vm->mem, addr, mfa, (size_t)hi) < 0)
 		return -1;
 	return name_mfa(vm, mfa, out, len);
 }

@@ -87,10 +87,13 @@ static bool busy_thread(struct xb_sampler *s, pid_t tid)
 	return busy;
 }
 
-static int open_thread(struct xb_sampler *s, pid_t tid)
+/* Open the event of thread TID with a ring of PAGES data pages (fewer
+ * when the locked-memory limit refuses), registered in epoll as index IX. */
+static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, int *fdp,
+		      void **ringp, size_t *lenp)
 {
 	struct perf_event_attr a;
-	size_t len = 0, pages = busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
+	size_t len = 0;
 	fill_attr(s, &a, pages);
 	int fd = (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
@@ -105,18 +108,30 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 		close(fd);
 		return -e;
 	}
-	if (xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0) {
-		munmap(ring, len);
-		close(fd);
-		return -ENOMEM;
-	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = s->nthreads };
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ix };
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		int e = errno;
 		munmap(ring, len);
 		close(fd);
 		return -e;
 	}
+	*fdp = fd;
+	*ringp = ring;
+	*lenp = len;
+	return 0;
+}
+
+static int open_thread(struct xb_sampler *s, pid_t tid)
+{
+	if (xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0)
+		return -ENOMEM;
+	int fd;
+	void *ring;
+	size_t len;
+	int e = open_event(s, tid, busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET,
+			   s->nthreads, &fd, &ring, &len);
+	if (e < 0)
+		return e;
 	struct xb_thread *t = &s->threads[s->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
@@ -136,6 +151,15 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	if (s->o.thread_kind)
 		t->kind = s->o.thread_kind(s->o.thread_kind_arg, t->comm, &t->sched_no);
 	return 0;
+}
+
+static void forget_thread(struct xb_sampler *s, struct xb_thread *t)
+{
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, t->fd, NULL);
+	munmap(t->ring, t->ring_size);
+	close(t->fd);
+	t->ring = NULL;
+	t->fd = -1;
 }
 
 static int try_event(struct xb_sampler *s, int type, uint64_t config, const char *name)
@@ -307,6 +331,8 @@ static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, voi
 	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
 	uint64_t tail = meta->data_tail;
 	int n = 0;
+	if (head - tail > size / 2 && t->data_size < RING_PAGES_BUSY * s->page_size)
+		t->grow = true;
 	while (tail < head) {
 		struct perf_event_header hdr;
 		for (size_t i = 0; i < sizeof(hdr); i++)
@@ -345,6 +371,7 @@ static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, voi
 				memcpy(lost, body, 16);
 				s->lost += lost[1];
 			}
+			t->grow = t->data_size < RING_PAGES_BUSY * s->page_size;
 			break;
 		}
 		case PERF_RECORD_THROTTLE:
@@ -360,6 +387,35 @@ static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, voi
 	}
 	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
 	return n;
+}
+
+/* A thread given a small ring (not a scheduler) turned out to be busy: a
+ * NIF library's worker thread, a busy driver thread.  Its ring filled past
+ * half between two drains or the kernel lost samples of it.  A ring cannot
+ * grow, so its event is replaced by one with a scheduler-sized ring: the
+ * old one is drained and closed first (the thread goes unsampled for the
+ * microseconds in between, rather than sampled twice).  Once per thread. */
+static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg)
+{
+	struct xb_thread *t = &s->threads[i];
+	t->grow = false;
+	if (t->grown)
+		return;
+	t->grown = true;
+	drain(s, t, cb, arg);
+	forget_thread(s, t);
+	int fd;
+	void *ring;
+	size_t len;
+	if (open_event(s, t->tid, RING_PAGES_BUSY, i, &fd, &ring, &len) < 0) {
+		t->dead = true; /* exited meanwhile (or no memory: it stays unsampled) */
+		return;
+	}
+	t->fd = fd;
+	t->ring = ring;
+	t->ring_size = len;
+	t->data_size = len - s->page_size;
+	s->rings_grown++;
 }
 
 int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void *arg,
@@ -379,12 +435,8 @@ int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void 
 		n += drain(s, t, cb, arg);
 		if (ev[k].events & (EPOLLHUP | EPOLLERR)) {
 			/* The thread exited: its samples were drained above. */
-			epoll_ctl(s->epfd, EPOLL_CTL_DEL, t->fd, NULL);
+			forget_thread(s, t);
 			t->dead = true;
-			munmap(t->ring, t->ring_size);
-			t->ring = NULL;
-			close(t->fd);
-			t->fd = -1;
 		}
 	}
 	/* Every timeout's worth of time, drain every ring, whether or not it
@@ -397,6 +449,9 @@ int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void 
 			if (!s->threads[i].dead)
 				n += drain(s, &s->threads[i], cb, arg);
 	}
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (s->threads[i].grow && !s->threads[i].dead)
+			grow_ring(s, i, cb, arg);
 	size_t alive = 0;
 	for (size_t i = 0; i < s->nthreads; i++)
 		alive += !s->threads[i].dead;

@@ -809,7 +809,8 @@ int main(int argc, char **argv)
 	if (xb_verbose)
 		fprintf(stderr, PROG ": %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			"failed validation %llu, process moved on %llu, too stale %llu, no registers %llu; "
-			"lost %llu, throttled %llu; unresolved stack words %llu; code map refreshes %llu; "
+			"lost %llu, throttled %llu; rings enlarged %llu; unresolved stack words %llu; "
+			"code map refreshes %llu; "
 			"stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
 			"innermost Erlang function only %llu (heap moved %llu, process switched out %llu); "
 			"modules mapped after attaching %llu\n",
@@ -817,7 +818,8 @@ int main(int argc, char **argv)
 			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
 			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
 			(unsigned long long)c.no_regs, (unsigned long long)smp.lost,
-			(unsigned long long)smp.throttled, (unsigned long long)c.unresolved_frames,
+			(unsigned long long)smp.throttled, (unsigned long long)smp.rings_grown,
+			(unsigned long long)c.unresolved_frames,
 			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
 			(unsigned long long)c.depth_limited, (unsigned long long)partial,
 			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on,

@@ -138,17 +138,21 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
  * executable file mapping: a shared object mapped after we attached (a NIF
  * library loaded late, a driver).  Report it and say whether the unwind is
  * worth repeating.  Re-reading /proc/PID/maps costs ~0.1 ms, so at most
- * every 100 ms; pcs in anonymous memory we already knew (code the VM
- * generates, garbage) never cause one. */
+ * every 100 ms. */
 #define MODULE_SCAN_MIN_NS (100ull * 1000 * 1000)
 
-static bool new_module_at(struct xb_unwinder *u, uint64_t pc)
+static bool new_module_at(struct xb_unwinder *u, const struct xb_unwind *out, uint64_t ip)
 {
 	struct xb_vm *vm = u->vm;
-	if (xb_symbols_module_at(&vm->syms, pc))
-		return false;
-	const struct xb_map *m = xb_maps_find(&vm->mem.maps, pc);
-	if (m && m->path[0] != '/')
+	/* The first pc no module covers (libdwfl's frame-pointer fallback
+	 * may have added junk after it). */
+	uint64_t pc = 0;
+	for (unsigned k = 0; k < out->n && !pc; k++)
+		if (!xb_symbols_module_at(&vm->syms, out->pcs[k]))
+			pc = out->pcs[k];
+	if (!out->n && !xb_symbols_module_at(&vm->syms, ip))
+		pc = ip; /* no frame at all: the sampled pc itself */
+	if (!pc)
 		return false;
 	uint64_t now = xb_now_ns();
 	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
@@ -156,7 +160,7 @@ static bool new_module_at(struct xb_unwinder *u, uint64_t pc)
 	u->last_module_scan_ns = now;
 	if (xb_remote_refresh(&vm->mem, true) < 0)
 		return false;
-	m = xb_maps_find(&vm->mem.maps, pc);
+	const struct xb_map *m = xb_maps_find(&vm->mem.maps, pc);
 	if (!m || !m->executable || m->path[0] != '/')
 		return false;
 	int n = xb_symbols_add_new(&vm->syms, &vm->mem.maps);
@@ -192,9 +196,12 @@ void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct x
 		out->regs_valid = 0xffffffffu;
 		return;
 	}
+	uint64_t misses = u->stack_misses;
 	run(u, s->tid, out);
-	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out->n ? out->pcs[out->n - 1] : s->ip))
+	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out, s->ip)) {
+		u->stack_misses = misses; /* count the repeat's only */
 		run(u, s->tid, out);
+	}
 }
 
 void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t pc,
@@ -205,7 +212,7 @@ void xb_unwind_blocked(struct xb_unwinder *u, pid_t tid, uint64_t sp, uint64_t p
 	blocked.pc = pc;
 	blocked.tid = tid;
 	run(u, tid, out);
-	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out->n ? out->pcs[out->n - 1] : pc))
+	if (out->stop == XB_UW_TRUNCATED && new_module_at(u, out, pc))
 		run(u, tid, out);
 	blocked.remote = false;
 }

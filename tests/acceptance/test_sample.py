@@ -221,7 +221,7 @@ def test_nif_loaded_after_attach(target):
         with open("/proc/%d/maps" % vm.pid) as f:
             check("xb_nif.so" not in f.read(), "xb_nif.so was mapped before erlang-sample attached")
         vm.eval('ok = xb_nif:load("%s")' % lib)
-        # The thread first: xb_nif:loop/1 keeps its scheduler for seconds
+        # The thread first: xb_nif:loop/2 keeps its scheduler for seconds
         # at a time (see xb_nif.erl), and xb_ctl may be queued behind it.
         vm.eval("ok = xb_nif:thread_start()")
         vm.eval("xb_nif:start(6000)")
@@ -237,6 +237,11 @@ def test_nif_loaded_after_attach(target):
         processed, received, rows = parse_table(out)
         m = re.search(r"modules mapped after attaching (\d+)", err)
         check(m and int(m.group(1)) >= 1, "xb_nif.so was never reported", err)
+        # The burner thread is no scheduler: it starts with a small ring,
+        # which is swapped for a big one once it fills.
+        m = re.search(r"lost (\d+), throttled \d+; rings enlarged (\d+)", err)
+        check(m and int(m.group(2)) >= 1, "the busy thread's ring was never enlarged", err)
+        check(int(m.group(1)) <= 0.01 * received, "the kernel lost %s samples" % m.group(1), err)
         check(processed >= 0.9 * received, "only %d of %d samples processed (< 90%%): the "
               "NIF's samples were dropped" % (processed, received), out + err)
         work = [n for n, name, _, tag in rows if name == "xb_nif_work" and tag == "[xb_nif.so]"]
@@ -249,35 +254,53 @@ def test_nif_loaded_after_attach(target):
             stacks[st] = stacks.get(st, 0) + int(n)
         # The scheduler: the Erlang caller below the NIF, every native
         # frame of the .so named.
-        nif = sum(n for st, n in stacks.items() if st.startswith("xb_nif:loop/1;") and
+        nif = sum(n for st, n in stacks.items() if st.startswith("xb_nif:loop/2;") and
                   st.endswith(";xb_nif_spin_nif;xb_nif_spin;xb_nif_work"))
+        # Above the NIF's C frames: loop/2, then (the interpreter runs the
+        # NIF from spin/1's code) spin/1, or only spin/1 under the
+        # "[callers unknown]" root, or none (its process not readable) --
+        # never any other Erlang function.
+        wrong = {st: n for st, n in stacks.items() if ";xb_nif_spin_nif;" in st and
+                 [f for f in st.split(";") if re.match(r"^\S+:\S+/\d+$", f)] not in
+                 ([], ["xb_nif:loop/2"], ["xb_nif:loop/2", "xb_nif:spin/1"], ["xb_nif:spin/1"])}
+        check(not wrong, "NIF samples under the wrong Erlang frames", repr(wrong)[:3000])
         # The thread created mid-run: a native-only stack, sampled.
         thr = sum(n for st, n in stacks.items()
                   if st.endswith(";xb_nif_thread_burn;xb_nif_work") and "xb_nif:" not in st)
         log("processed %d/%d; xb_nif_work %d; folded: under the NIF %d, burner thread %d"
             % (processed, received, work[0], nif, thr))
         nif_lines = "\n".join(line for line in folded.splitlines() if "nif" in line)[:5000]
-        check(nif >= 100, "too few samples with xb_nif:loop/1 under xb_nif_spin_nif (%d)" % nif,
+        check(nif >= 100, "too few samples with xb_nif:loop/2 under xb_nif_spin_nif (%d)" % nif,
               nif_lines)
         check(thr >= 100, "too few samples of the thread created mid-run (%d)" % thr, nif_lines)
         names = [name for _, name, _, tag in rows if tag == "[Erlang]"]
         names += [f for st in stacks for f in st.split(";") if re.match(r"^[a-z_']\S*:\S+/\d+$", f)]
 
         # Loaded before attaching: --blame on a function of the .so.
-        vm.eval("xb_nif:start(4000)")  # once the first loop has ended
+        vm.eval("xb_nif:start(4000, polite)")  # once the first loop has ended
         r = sample(vm, "-d", "2", "--blame", "xb_nif_work")
         processed, received, rows = parse_table(r.out)
-        check(rows and rows[0][1] in ("xb_nif:loop/1", "xb_nif:spin/1"),
+        check(rows and rows[0][1] in ("xb_nif:loop/2", "xb_nif:spin/1"),
               "--blame xb_nif_work does not put the NIF's caller first", r.out)
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
         r2 = sample(vm, "--pstack", timeout=20)
-        check(re.search(r"xb_nif_caller\n(.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
-                        r"(.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/1 \[Erlang\]", r2.out),
-              "--pstack does not show xb_nif_caller in xb_nif_work under xb_nif:loop/1", r2.out)
+        check(re.search(r"xb_nif_caller\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
+                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/2 \[Erlang\]", r2.out),
+              "--pstack does not show xb_nif_caller in xb_nif_work under xb_nif:loop/2", r2.out)
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
         m = re.search(r"\((\d+) with no Erlang code above it\)", r.out)
         check(m and int(m.group(1)) > 0, "--blame counted none of the burner thread's samples "
               "as having no Erlang code above", r.out)
+        # The same C function as a dirty NIF, on a dirty CPU scheduler: its
+        # time goes to the process that called it.
+        vm.eval("xb_nif:stop()")  # the polite loop and the thread
+        vm.eval("xb_nif:start_dirty(3000)")
+        r = sample(vm, "-d", "2", "--blame", "xb_nif_work")
+        processed, received, rows = parse_table(r.out)
+        check(rows and rows[0][1] == "xb_nif:dirty_loop/1" and rows[0][0] >= 0.5 * processed,
+              "--blame xb_nif_work does not put the dirty NIF's caller first", r.out)
+        log("dirty NIF: %d of %d samples under xb_nif:dirty_loop/1" % (rows[0][0], processed))
+        names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
         check_no_garbage(vm, names, "NIF loaded while sampling")  # after the loop ended
 
 

@@ -6,6 +6,8 @@
  *
  *   spin(Us)         burns Us microseconds in xb_nif_spin(), called from
  *                    the NIF xb_nif_spin_nif() on the calling scheduler
+ *   spin_dirty(Us)   the same NIF registered as a dirty CPU NIF: it runs on
+ *                    a dirty CPU scheduler
  *   thread_start()   creates a thread (enif_thread_create, "xb_nif_burner")
  *                    spinning in xb_nif_thread_burn() until thread_stop()
  *   thread_stop()    stops and joins it
@@ -87,6 +89,7 @@ static ERL_NIF_TERM thread_stop_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 
 static ErlNifFunc funcs[] = {
 	{ "spin", 1, xb_nif_spin_nif, 0 },
+	{ "spin_dirty", 1, xb_nif_spin_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND },
 	{ "thread_start", 0, thread_start_nif, 0 },
 	{ "thread_stop", 0, thread_stop_nif, 0 },
 };
