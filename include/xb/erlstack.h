@@ -60,6 +60,9 @@ struct xb_estate {
 		uint64_t mfa, fn, gen;
 		const struct xb_code *code;
 	} nif_stubs[64];
+	/* erts_dirty_process_main and erts_schedule (dirty_scheduling). */
+	bool dirty_syms_looked;
+	uint64_t dpm, dpm_size, esched, esched_size;
 	/* JIT: executable mappings that are not files (JIT code). */
 	uint64_t jit_lo, jit_hi;
 };

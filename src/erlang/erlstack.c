@@ -680,9 +680,38 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 /* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
  * on behalf of a process that is not executing Erlang code meanwhile: its
  * c_p->stop and c_p->i were saved when it left the normal scheduler. */
-static void dirty(struct xb_estate *st, const struct xb_sample *s, char kind, int no,
-		  struct xb_estack *out)
+static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t size)
 {
+	uint64_t pc = uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
+	return lo && pc >= lo && pc < lo + (size ? size : 1);
+}
+
+/* A dirty scheduler between jobs is in erts_schedule (or its own loop),
+ * called from erts_dirty_process_main, and the current_process we read a
+ * little later may already be the next job's: such a sample is scheduling,
+ * not work for that process.  Needs both functions' symbols (a stripped
+ * OTP 29 beam has neither: its dirty samples keep the process). */
+static bool dirty_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
+{
+	struct xb_vm *vm = st->vm;
+	if (!st->dirty_syms_looked) {
+		st->dirty_syms_looked = true;
+		st->dpm = xb_symbols_lookup(&vm->syms, vm->beam, "erts_dirty_process_main", &st->dpm_size);
+		st->esched = xb_symbols_lookup(&vm->syms, vm->beam, "erts_schedule", &st->esched_size);
+	}
+	if (!st->dpm || !st->esched)
+		return false;
+	for (unsigned k = 0; k < uw->n; k++)
+		if (in_fn(uw, k, st->dpm, st->dpm_size))
+			return k == 0 || in_fn(uw, k - 1, st->esched, st->esched_size);
+	return false;
+}
+
+static void dirty(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		  char kind, int no, struct xb_estack *out)
+{
+	if (dirty_scheduling(st, uw))
+		return; /* native only */
 	struct xb_vm *vm = st->vm;
 	uint64_t c_p, I;
 	struct proc p;
@@ -715,7 +744,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->pid[0] = out->regname[0] = 0;
 	if (uw->stop != XB_UW_REACHED_ERLANG) {
 		if (uw->stop == XB_UW_END && (kind == 'c' || kind == 'i') && sched_no > 0)
-			dirty(st, s, kind, sched_no, out);
+			dirty(st, s, uw, kind, sched_no, out);
 		if (out->status != XB_ES_OK)
 			out->n = 0;
 		return; /* otherwise a native-only stack */
