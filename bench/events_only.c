@@ -22,7 +22,6 @@
 #include "xb/sampler.h"
 #include "xb/vm.h"
 
-#include <dirent.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,24 +50,14 @@ struct floor_ev {
 };
 
 /* One IP-only cpu-clock event per normal scheduler thread. */
-static int floor_open(const struct xb_vm *vm, pid_t pid, unsigned freq, struct floor_ev *ev)
+static int floor_open(const struct xb_vm *vm, unsigned freq, struct floor_ev *ev)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	struct dirent *de;
+	struct xb_vm_thread *th;
+	int nth = xb_vm_threads(vm, &th);
 	int n = 0;
 	long page = sysconf(_SC_PAGESIZE);
-	while (d && (de = readdir(d)) && n < FLOOR_MAX) {
-		if (de->d_name[0] == '.')
-			continue;
-		char cp[300];
-		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
-		char *comm = xb_slurp(cp, NULL);
-		int no;
-		char kind = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
-		free(comm);
-		if (kind != 's')
+	for (int i = 0; i < nth && n < FLOOR_MAX; i++) {
+		if (th[i].kind != 's')
 			continue;
 		struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
 					     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1,
@@ -76,8 +65,7 @@ static int floor_open(const struct xb_vm *vm, pid_t pid, unsigned freq, struct f
 					     .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID,
 					     .exclude_kernel = 1, .exclude_hv = 1, .watermark = 1,
 					     .wakeup_watermark = (uint32_t)(FLOOR_PAGES * page / 2) };
-		int fd = (int)syscall(SYS_perf_event_open, &a, atoi(de->d_name), -1, -1,
-				      PERF_FLAG_FD_CLOEXEC);
+		int fd = (int)syscall(SYS_perf_event_open, &a, th[i].tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0)
 			continue;
 		void *r = mmap(NULL, (size_t)(1 + FLOOR_PAGES) * (size_t)page, PROT_READ | PROT_WRITE,
@@ -89,8 +77,7 @@ static int floor_open(const struct xb_vm *vm, pid_t pid, unsigned freq, struct f
 		ev[n].fd = fd;
 		ev[n++].ring = r;
 	}
-	if (d)
-		closedir(d);
+	free(th);
 	return n;
 }
 
@@ -120,7 +107,7 @@ static unsigned long long floor_drain(struct floor_ev *ev, int n)
 static int run_floor(const struct xb_vm *vm, pid_t pid, unsigned freq, double dur, int drain_ms)
 {
 	struct floor_ev ev[FLOOR_MAX];
-	int n = floor_open(vm, pid, freq, ev);
+	int n = floor_open(vm, freq, ev);
 	if (n == 0) {
 		fprintf(stderr, "events_only: --floor opened no event on a scheduler thread of %d\n", (int)pid);
 		return 1;

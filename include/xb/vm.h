@@ -68,6 +68,14 @@ char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no);
 /* The VM's scheduler threads by kind: n[0] normal, n[1] dirty CPU, n[2]
  * dirty I/O. */
 void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3]);
+/* The VM's threads now, classified by xb_vm_thread_kind: *out (free it)
+ * holds the returned count; -1 when the process is gone. */
+struct xb_vm_thread {
+	pid_t tid;
+	char kind;
+	int no;
+};
+int xb_vm_threads(const struct xb_vm *vm, struct xb_vm_thread **out);
 
 /* Attach (read-only).  On error, xb_err() holds a one-line message that
  * names the problem and the fix. */

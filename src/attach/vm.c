@@ -154,29 +154,45 @@ char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no)
 	return 'o';
 }
 
-void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3])
+int xb_vm_threads(const struct xb_vm *vm, struct xb_vm_thread **out)
 {
-	pid_t pid = vm->pid;
-	n[0] = n[1] = n[2] = 0;
+	*out = NULL;
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)vm->pid);
 	DIR *d = opendir(path);
+	if (!d)
+		return xb_fail("process %d exited", (int)vm->pid);
 	struct dirent *de;
-	while (d && (de = readdir(d))) {
+	size_t n = 0, cap = 0;
+	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
+		if (xb_grow((void **)out, &cap, n + 1, sizeof(**out)) < 0)
+			break;
 		char cp[320];
-		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)vm->pid, de->d_name);
 		char *comm = xb_slurp(cp, NULL);
-		int no;
-		char kind = comm ? xb_vm_thread_kind(vm, comm, &no) : 'o';
-		n[0] += kind == 's';
-		n[1] += kind == 'c';
-		n[2] += kind == 'i';
+		struct xb_vm_thread *t = &(*out)[n++];
+		t->tid = (pid_t)atoi(de->d_name);
+		t->no = 0;
+		t->kind = comm ? xb_vm_thread_kind(vm, comm, &t->no) : 'o';
 		free(comm);
 	}
-	if (d)
-		closedir(d);
+	closedir(d);
+	return (int)n;
+}
+
+void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3])
+{
+	n[0] = n[1] = n[2] = 0;
+	struct xb_vm_thread *t;
+	int nt = xb_vm_threads(vm, &t);
+	for (int i = 0; i < nt; i++) {
+		n[0] += t[i].kind == 's';
+		n[1] += t[i].kind == 'c';
+		n[2] += t[i].kind == 'i';
+	}
+	free(t);
 }
 
 static int pick_table(struct xb_vm *vm)
