@@ -431,6 +431,26 @@ static unsigned print_native(struct ctx *c, FILE *f, const struct xb_unwind *uw,
 	return k;
 }
 
+/* The rest of a "scheduler N (tid T): " line for a scheduler running a
+ * process: who, then its frames innermost first.  A dirty scheduler's
+ * native stack ends at its thread's root; the Erlang stack after it is the
+ * process's, suspended while the dirty scheduler works for it. */
+static void print_running(struct ctx *c, FILE *f, const struct pstack_entry *pe, bool dirty)
+{
+	const struct xb_estack *es = &pe->es;
+	fprintf(f, "process %s%s%s\n", es->pid, es->regname[0] ? " " : "", es->regname);
+	unsigned k = print_native(c, f, &pe->uw, pe->jit_here);
+	if (dirty && es->n)
+		fprintf(f, "  -- the Erlang stack of %s, which waits for this scheduler:\n", es->pid);
+	for (unsigned j = 0; j < es->n; j++, k++)
+		fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k, (unsigned long long)es->addrs[j],
+			es->frames[j]->name);
+	if (es->truncated)
+		fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
+	if (es->partial)
+		fprintf(f, "  ... %s: the stack moved before it could be read\n", XB_CALLERS_UNKNOWN);
+}
+
 static void print_pstack(struct ctx *c, FILE *f)
 {
 	size_t nsched = 0;
@@ -479,19 +499,33 @@ static void print_pstack(struct ctx *c, FILE *f)
 				}
 				continue;
 			}
-			struct xb_estack *es = &pe->es;
-			fprintf(f, "scheduler %d (tid %d): process %s%s%s\n", no, (int)t->tid, es->pid,
-				es->regname[0] ? " " : "", es->regname);
-			unsigned k = print_native(c, f, &pe->uw, pe->jit_here);
-			for (unsigned j = 0; j < es->n; j++, k++)
-				fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k,
-					(unsigned long long)es->addrs[j], es->frames[j]->name);
-			if (es->truncated)
-				fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
-			if (es->partial)
-				fprintf(f, "  ... %s: the stack moved before it could be read\n",
-					XB_CALLERS_UNKNOWN);
+			fprintf(f, "scheduler %d (tid %d): ", no, (int)t->tid);
+			print_running(c, f, pe, false);
 		}
+	}
+	/* Dirty schedulers: only those seen working for a process (most
+	 * of them sleep most of the time), then how many were not. */
+	static const struct {
+		char kind;
+		const char *name;
+	} dirty_kinds[] = { { 'c', "dirty CPU" }, { 'i', "dirty I/O" } };
+	for (size_t d = 0; d < XB_ARRAY_SIZE(dirty_kinds); d++) {
+		int total = 0, busy = 0;
+		for (size_t i = 0; i < c->smp->nthreads; i++) {
+			struct xb_thread *t = &c->smp->threads[i];
+			if (t->kind != dirty_kinds[d].kind)
+				continue;
+			total++;
+			struct pstack_entry *pe = i < c->nps ? &c->ps[i] : NULL;
+			if (!pe || !pe->have || pe->es.status != XB_ES_OK || !pe->es.n)
+				continue;
+			busy++;
+			fprintf(f, "%s scheduler %d (tid %d): ", dirty_kinds[d].name, t->sched_no, (int)t->tid);
+			print_running(c, f, pe, true);
+		}
+		if (total > busy)
+			fprintf(f, "%s schedulers: %d of %d not seen working for a process\n",
+				dirty_kinds[d].name, total - busy, total);
 	}
 }
 

@@ -300,6 +300,15 @@ def test_nif_loaded_after_attach(target):
         check(rows and rows[0][1] == "xb_nif:dirty_loop/1" and rows[0][0] >= 0.5 * processed,
               "--blame xb_nif_work does not put the dirty NIF's caller first", r.out)
         log("dirty NIF: %d of %d samples under xb_nif:dirty_loop/1" % (rows[0][0], processed))
+        r2 = sample(vm, "--pstack", timeout=20)
+        check(re.search(r"^dirty CPU scheduler \d+ \(tid \d+\): process <[\d.]+> xb_nif_dirty_caller\n"
+                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
+                        r"(\s+#.*\n)*?  -- the Erlang stack of <[\d.]+>, which waits for this scheduler:\n"
+                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:dirty_loop/1 \[Erlang\]", r2.out, re.M),
+              "--pstack does not show the dirty CPU scheduler working for xb_nif_dirty_caller", r2.out)
+        check(re.search(r"^dirty I/O schedulers: \d+ of \d+ not seen working for a process$", r2.out, re.M),
+              "--pstack does not account for the idle dirty I/O schedulers", r2.out)
+        names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
         # Between two jobs the dirty scheduler is in erts_schedule: that is
         # not work for the process it picks up next.
         folded = sample(vm, "-d", "1", "--format", "folded").out
