@@ -31,6 +31,11 @@ struct xb_modsyms {
 	bool loaded;
 	char **owned; /* names we allocated (version suffix stripped) */
 	size_t nowned;
+	/* The file mapped at low when reported: a different one there now
+	 * means the library was unloaded and something else mapped over it. */
+	uint64_t ino;
+	unsigned dev_major, dev_minor;
+	bool gone; /* no longer in libdwfl (unmapped or replaced): ignored */
 };
 
 struct xb_symbols {
@@ -41,10 +46,12 @@ struct xb_symbols {
 };
 
 int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps);
-/* Report files mapped since (a NIF's .so loaded after we attached):
- * mappings not inside a known module.  Returns how many modules were
- * added, or -1. */
-int xb_symbols_add_new(struct xb_symbols *s, const struct xb_maps *maps);
+/* Bring the modules up to date with MAPS (re-read by the caller): files
+ * mapped since (a NIF's .so loaded after we attached) are added; modules
+ * whose file is no longer mapped at their address (a library unloaded,
+ * perhaps another one mapped over it) are dropped from libdwfl and marked
+ * gone.  Returns how many modules changed, or -1. */
+int xb_symbols_refresh(struct xb_symbols *s, const struct xb_maps *maps);
 void xb_symbols_close(struct xb_symbols *s);
 /* Module whose file path is PATH (as in maps), or NULL. */
 struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path);

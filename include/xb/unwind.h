@@ -40,13 +40,19 @@ struct xb_unwinder {
 	unsigned max_depth;
 	bool attached;
 	uint64_t stack_misses; /* reads past the stack copy */
-	/* Shared objects mapped after we attached, reported to libdwfl when a
-	 * sample first ran into one (see new_module_at in unwind.c). */
-	uint64_t modules_added, last_module_scan_ns;
+	/* Modules reported to or dropped from libdwfl since we attached
+	 * (xb_unwinder_refresh_modules). */
+	uint64_t modules_changed, last_module_scan_ns;
 };
 
 int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,
 		     unsigned max_depth);
+/* Re-read the maps and bring libdwfl's modules up to date: libraries
+ * mapped since we attached, and ones unmapped or replaced (a NIF library
+ * unloaded, another mapped at its address).  Rate-limited (100 ms); called
+ * when a sample runs into unknown code, and periodically.  True when
+ * modules changed: names cached per pc must be dropped. */
+bool xb_unwinder_refresh_modules(struct xb_unwinder *u);
 /* Unwind one sample.  Never fails hard: a broken unwind ends early. */
 void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct xb_unwind *out);
 /* Unwind from a bare (sp, pc) pair (a blocked thread's

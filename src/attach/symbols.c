@@ -126,13 +126,16 @@ static bool known_module(const struct xb_symbols *s, const Dwfl_Module *mod)
 /* The maps lines of files libdwfl should know about, in maps format, for
  * dwfl_linux_proc_maps_report.  Mappings inside an already reported
  * module are left out (used when adding modules later). */
-static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, size_t *lenp)
+enum { ALL_FILES, NEW_FILES };
+
+static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, int which,
+		       size_t *lenp)
 {
 	size_t cap = 0, len = 0;
 	char *text = NULL;
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct xb_map *m = &maps->v[i];
-		if (!reportable(m) || xb_symbols_module_at(s, m->start))
+		if (!reportable(m) || (which == NEW_FILES && xb_symbols_module_at(s, m->start)))
 			continue;
 		char line[4400];
 		int n = snprintf(line, sizeof(line), "%llx-%llx %c%c%c%c %08llx %02x:%02x %llu %s\n",
@@ -157,7 +160,8 @@ static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, s
 /* Report the files in TEXT (maps format) and append the modules libdwfl
  * did not know before to s->mods.  Existing entries never move: callers
  * keep pointers to them (vm->beam).  Returns the number added or -1. */
-static int report(struct xb_symbols *s, char *text, size_t len, bool add, bool vdso)
+static int report(struct xb_symbols *s, const struct xb_maps *maps, char *text, size_t len,
+		  bool add, bool vdso)
 {
 	FILE *f = fmemopen(text, len, "r");
 	if (!f)
@@ -182,7 +186,27 @@ static int report(struct xb_symbols *s, char *text, size_t len, bool add, bool v
 		free(c.v);
 		return xb_fail("libdwfl lists no modules of process %d", (int)s->pid);
 	}
-	int added = 0;
+	int changed = 0;
+	/* Modules libdwfl dropped (not re-reported by a full report). */
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct xb_modsyms *m = s->mods[i];
+		bool listed = false;
+		for (size_t k = 0; k < c.n && !listed; k++)
+			listed = c.v[k] == m->mod;
+		if (m->gone || listed)
+			continue;
+		m->gone = true;
+		m->mod = NULL;
+		m->low = m->high = 0;
+		m->name = "(unmapped)";
+		/* Its symbol names lived in libdwfl's copy of the file. */
+		free(m->byaddr);
+		free(m->byname);
+		m->byaddr = m->byname = NULL;
+		m->naddr = m->nname = 0;
+		m->loaded = true;
+		changed++;
+	}
 	for (size_t i = 0; i < c.n; i++) {
 		if (known_module(s, c.v[i]))
 			continue;
@@ -200,11 +224,17 @@ static int report(struct xb_symbols *s, char *text, size_t len, bool add, bool v
 		m->name = b ? b + 1 : (name ? name : "?");
 		if (strcmp(m->name, "[vdso]") == 0)
 			m->name = "vdso";
+		const struct xb_map *mp = xb_maps_find(maps, lo);
+		if (mp && name && strcmp(mp->path, name) == 0) {
+			m->ino = mp->inode;
+			m->dev_major = mp->dev_major;
+			m->dev_minor = mp->dev_minor;
+		}
 		s->mods[s->nmods++] = m;
-		added++;
+		changed++;
 	}
 	free(c.v);
-	return added;
+	return changed;
 }
 
 int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
@@ -218,10 +248,10 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	vdso_lo = vdso_hi = 0;
 	/* Feed libdwfl a filtered copy of the maps: only regular files. */
 	size_t len;
-	char *text = maps_text(s, maps, &len);
+	char *text = maps_text(s, maps, ALL_FILES, &len);
 	if (!text)
 		return xb_fail("process %d maps no files", (int)pid);
-	int n = report(s, text, len, false, true);
+	int n = report(s, maps, text, len, false, true);
 	free(text);
 	if (n < 0)
 		return -1;
@@ -230,15 +260,66 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	return 0;
 }
 
-int xb_symbols_add_new(struct xb_symbols *s, const struct xb_maps *maps)
+/* Is M's file still the one mapped at its address? */
+static bool still_mapped(const struct xb_modsyms *m, const struct xb_maps *maps)
 {
+	if (m->gone || !m->ino)
+		return true; /* nothing to compare (the vDSO) */
+	const char *path = dwfl_module_info(m->mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+	const struct xb_map *mp = xb_maps_find(maps, m->low);
+	return mp && path && strcmp(mp->path, path) == 0 && mp->inode == m->ino &&
+	       mp->dev_major == m->dev_major && mp->dev_minor == m->dev_minor;
+}
+
+int xb_symbols_refresh(struct xb_symbols *s, const struct xb_maps *maps)
+{
+	bool stale = false;
+	for (size_t i = 0; i < s->nmods && !stale; i++)
+		stale = !still_mapped(s->mods[i], maps);
 	size_t len;
-	char *text = maps_text(s, maps, &len);
+	char *text;
+	int n = 0;
+	if (stale) {
+		/* libdwfl drops a module only when a full report leaves it out,
+		 * and keeps one re-reported with the same name and range even if
+		 * the file changed: report everything but the stale modules'
+		 * ranges first, then add what is mapped there now. */
+		bool *skip = calloc(maps->n ? maps->n : 1, sizeof(*skip));
+		if (!skip)
+			return xb_fail("out of memory");
+		struct xb_maps keep = *maps;
+		for (size_t i = 0; i < s->nmods; i++) {
+			const struct xb_modsyms *m = s->mods[i];
+			if (still_mapped(m, maps))
+				continue;
+			for (size_t k = 0; k < maps->n; k++)
+				if (maps->v[k].start < m->high && maps->v[k].end > m->low)
+					skip[k] = true;
+		}
+		struct xb_map *v = malloc((maps->n ? maps->n : 1) * sizeof(*v));
+		if (!v) {
+			free(skip);
+			return xb_fail("out of memory");
+		}
+		keep.n = 0;
+		keep.v = v;
+		for (size_t k = 0; k < maps->n; k++)
+			if (!skip[k])
+				v[keep.n++] = maps->v[k];
+		free(skip);
+		text = maps_text(s, &keep, ALL_FILES, &len);
+		n = text ? report(s, maps, text, len, false, true) : -1;
+		free(text);
+		free(v);
+		if (n < 0)
+			return -1;
+	}
+	text = maps_text(s, maps, NEW_FILES, &len);
 	if (!text)
-		return 0;
-	int n = report(s, text, len, true, false);
+		return n;
+	int added = report(s, maps, text, len, true, false);
 	free(text);
-	return n;
+	return added < 0 ? -1 : n + added;
 }
 
 void xb_symbols_close(struct xb_symbols *s)
@@ -261,6 +342,8 @@ void xb_symbols_close(struct xb_symbols *s)
 struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path)
 {
 	for (size_t i = 0; i < s->nmods; i++) {
+		if (s->mods[i]->gone)
+			continue;
 		const char *name = dwfl_module_info(s->mods[i]->mod, NULL, NULL, NULL, NULL, NULL,
 						    NULL, NULL);
 		if (name && strcmp(name, path) == 0)
@@ -272,7 +355,7 @@ struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path)
 struct xb_modsyms *xb_symbols_module_at(const struct xb_symbols *s, uint64_t addr)
 {
 	for (size_t i = 0; i < s->nmods; i++)
-		if (addr >= s->mods[i]->low && addr < s->mods[i]->high)
+		if (!s->mods[i]->gone && addr >= s->mods[i]->low && addr < s->mods[i]->high)
 			return s->mods[i];
 	return NULL;
 }

@@ -245,10 +245,10 @@ static void on_sample(const struct xb_sample *s, void *arg)
 	const struct xb_thread *t = &c->smp->threads[s->thread];
 	struct xb_unwind uw;
 	xb_unwind_sample(&c->uw, s, &uw);
-	if (c->uw.modules_added != c->modules_seen) {
+	if (c->uw.modules_changed != c->modules_seen) {
 		/* A module reported since: pcs cached as "[unknown]" may have
 		 * a name now. */
-		c->modules_seen = c->uw.modules_added;
+		c->modules_seen = c->uw.modules_changed;
 		memset(c->pccache, 0, sizeof(c->pccache));
 	}
 	struct xb_estack *es = &c->tmp_es;
@@ -749,7 +749,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	double start = now_s();
+	double start = now_s(), last_module_check = start;
 	double cpu0 = cpu_s();
 	double limit = o.pstack ? o.pstack_wait : o.duration;
 	bool vm_exited = false;
@@ -788,6 +788,13 @@ int main(int argc, char **argv)
 			}
 			if (ns && all)
 				break;
+		}
+		/* A library unloaded and another mapped at its address shows
+		 * no unknown pc: look for it every 250 ms, so its samples are
+		 * not named from the old file for longer than that. */
+		if (now_s() - last_module_check >= 0.25) {
+			last_module_check = now_s();
+			xb_unwinder_refresh_modules(&c.uw);
 		}
 		if (xb_sampler_scan_threads(&smp, false) < 0 && !xb_vm_alive(&vm)) {
 			vm_exited = true;
@@ -847,7 +854,7 @@ int main(int argc, char **argv)
 			"code map refreshes %llu; "
 			"stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
 			"innermost Erlang function only %llu (heap moved %llu, process switched out %llu); "
-			"modules mapped after attaching %llu\n",
+			"module changes since attaching %llu\n",
 			elapsed, (unsigned long long)c.received, (unsigned long long)c.processed,
 			(unsigned long long)c.dropped_truncated, (unsigned long long)c.dropped_bad,
 			(unsigned long long)c.dropped_stale, (unsigned long long)c.dropped_skid,
@@ -857,7 +864,7 @@ int main(int argc, char **argv)
 			(unsigned long long)c.es.codemap_refreshes, (unsigned long long)c.uw.stack_misses,
 			(unsigned long long)c.depth_limited, (unsigned long long)partial,
 			(unsigned long long)c.es.partial_heap_moved, (unsigned long long)c.es.partial_moved_on,
-			(unsigned long long)c.uw.modules_added);
+			(unsigned long long)c.uw.modules_changed);
 	if (!o.pstack && c.processed && partial * 10 > c.processed)
 		fprintf(stderr, PROG ": note: %.0f%% of the samples name only their innermost Erlang "
 			"function (shown under '%s'): their process garbage collected or was switched "

@@ -134,13 +134,30 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
-/* An unwind that stopped at a pc outside every module libdwfl knows, in an
- * executable file mapping: a shared object mapped after we attached (a NIF
- * library loaded late, a driver).  Report it and say whether the unwind is
- * worth repeating.  Re-reading /proc/PID/maps costs ~0.1 ms, so at most
- * every 100 ms. */
+/* Re-reading /proc/PID/maps costs ~0.1 ms: at most every 100 ms. */
 #define MODULE_SCAN_MIN_NS (100ull * 1000 * 1000)
 
+bool xb_unwinder_refresh_modules(struct xb_unwinder *u)
+{
+	struct xb_vm *vm = u->vm;
+	uint64_t now = xb_now_ns();
+	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
+		return false;
+	u->last_module_scan_ns = now;
+	if (xb_remote_refresh(&vm->mem, true) < 0)
+		return false;
+	int n = xb_symbols_refresh(&vm->syms, &vm->mem.maps);
+	if (n <= 0)
+		return false;
+	u->modules_changed += (uint64_t)n;
+	xb_debug("%d module(s) reported or dropped since attaching\n", n);
+	return true;
+}
+
+/* An unwind that stopped at a pc outside every module libdwfl knows: maybe
+ * a shared object mapped after we attached (a NIF library loaded late, a
+ * driver).  Bring the modules up to date and say whether the unwind is
+ * worth repeating. */
 static bool new_module_at(struct xb_unwinder *u, const struct xb_unwind *out, uint64_t ip)
 {
 	struct xb_vm *vm = u->vm;
@@ -152,23 +169,7 @@ static bool new_module_at(struct xb_unwinder *u, const struct xb_unwind *out, ui
 			pc = out->pcs[k];
 	if (!out->n && !xb_symbols_module_at(&vm->syms, ip))
 		pc = ip; /* no frame at all: the sampled pc itself */
-	if (!pc)
-		return false;
-	uint64_t now = xb_now_ns();
-	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
-		return false;
-	u->last_module_scan_ns = now;
-	if (xb_remote_refresh(&vm->mem, true) < 0)
-		return false;
-	const struct xb_map *m = xb_maps_find(&vm->mem.maps, pc);
-	if (!m || !m->executable || m->path[0] != '/')
-		return false;
-	int n = xb_symbols_add_new(&vm->syms, &vm->mem.maps);
-	if (n <= 0)
-		return false;
-	u->modules_added += (uint64_t)n;
-	xb_debug("reported %d module(s) mapped since attaching, e.g. %s\n", n, m->path);
-	return true;
+	return pc && xb_unwinder_refresh_modules(u) && xb_symbols_module_at(&vm->syms, pc);
 }
 
 static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)

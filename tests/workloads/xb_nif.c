@@ -17,6 +17,15 @@
 #include <erl_nif.h>
 #include <time.h>
 
+/* -DXB_NIF_B builds the replacement library of
+ * test_nif_library_replaced_while_sampling: the same code under other
+ * names, so that a frame named from the wrong file shows. */
+#ifdef XB_NIF_B
+#define xb_nif_work xb_nif_work_b
+#define xb_nif_spin xb_nif_spin_b
+#define xb_nif_spin_nif xb_nif_spin_nif_b
+#endif
+
 static volatile int stop_flag;
 static int running;
 static ErlNifTid burner;
