@@ -123,10 +123,34 @@ static bool known_module(const struct xb_symbols *s, const Dwfl_Module *mod)
 	return false;
 }
 
+/* Is M's file still the one mapped at its address? */
+static bool still_mapped(const struct xb_modsyms *m, const struct xb_maps *maps)
+{
+	if (m->gone || !m->ino)
+		return true; /* nothing to compare (the vDSO) */
+	const char *path = dwfl_module_info(m->mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+	const struct xb_map *mp = xb_maps_find(maps, m->low);
+	return mp && path && strcmp(mp->path, path) == 0 && mp->inode == m->ino &&
+	       mp->dev_major == m->dev_major && mp->dev_minor == m->dev_minor;
+}
+
+/* Does M overlap a module whose file is no longer mapped there? */
+static bool in_stale_module(const struct xb_symbols *s, const struct xb_map *m,
+			    const struct xb_maps *maps)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		const struct xb_modsyms *mod = s->mods[i];
+		if (m->start < mod->high && m->end > mod->low && !still_mapped(mod, maps))
+			return true;
+	}
+	return false;
+}
+
 /* The maps lines of files libdwfl should know about, in maps format, for
- * dwfl_linux_proc_maps_report.  Mappings inside an already reported
- * module are left out (used when adding modules later). */
-enum { ALL_FILES, NEW_FILES };
+ * dwfl_linux_proc_maps_report: all of them; only those outside every
+ * reported module (adding modules later); or all but those over a stale
+ * module (dropping it). */
+enum { ALL_FILES, NEW_FILES, ALL_BUT_STALE };
 
 static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, int which,
 		       size_t *lenp)
@@ -135,7 +159,8 @@ static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, i
 	char *text = NULL;
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct xb_map *m = &maps->v[i];
-		if (!reportable(m) || (which == NEW_FILES && xb_symbols_module_at(s, m->start)))
+		if (!reportable(m) || (which == NEW_FILES && xb_symbols_module_at(s, m->start)) ||
+		    (which == ALL_BUT_STALE && in_stale_module(s, m, maps)))
 			continue;
 		char line[4400];
 		int n = snprintf(line, sizeof(line), "%llx-%llx %c%c%c%c %08llx %02x:%02x %llu %s\n",
@@ -157,9 +182,11 @@ static char *maps_text(const struct xb_symbols *s, const struct xb_maps *maps, i
 	return text;
 }
 
-/* Report the files in TEXT (maps format) and append the modules libdwfl
- * did not know before to s->mods.  Existing entries never move: callers
- * keep pointers to them (vm->beam).  Returns the number added or -1. */
+/* Report the files in TEXT (maps format; a full report when !ADD drops the
+ * modules it leaves out), append the modules libdwfl did not know before to
+ * s->mods and mark those it dropped gone.  Existing entries never move:
+ * callers keep pointers to them (vm->beam).  Returns the number of modules
+ * added or dropped, or -1. */
 static int report(struct xb_symbols *s, const struct xb_maps *maps, char *text, size_t len,
 		  bool add, bool vdso)
 {
@@ -260,17 +287,6 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	return 0;
 }
 
-/* Is M's file still the one mapped at its address? */
-static bool still_mapped(const struct xb_modsyms *m, const struct xb_maps *maps)
-{
-	if (m->gone || !m->ino)
-		return true; /* nothing to compare (the vDSO) */
-	const char *path = dwfl_module_info(m->mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-	const struct xb_map *mp = xb_maps_find(maps, m->low);
-	return mp && path && strcmp(mp->path, path) == 0 && mp->inode == m->ino &&
-	       mp->dev_major == m->dev_major && mp->dev_minor == m->dev_minor;
-}
-
 int xb_symbols_refresh(struct xb_symbols *s, const struct xb_maps *maps)
 {
 	bool stale = false;
@@ -284,33 +300,9 @@ int xb_symbols_refresh(struct xb_symbols *s, const struct xb_maps *maps)
 		 * and keeps one re-reported with the same name and range even if
 		 * the file changed: report everything but the stale modules'
 		 * ranges first, then add what is mapped there now. */
-		bool *skip = calloc(maps->n ? maps->n : 1, sizeof(*skip));
-		if (!skip)
-			return xb_fail("out of memory");
-		struct xb_maps keep = *maps;
-		for (size_t i = 0; i < s->nmods; i++) {
-			const struct xb_modsyms *m = s->mods[i];
-			if (still_mapped(m, maps))
-				continue;
-			for (size_t k = 0; k < maps->n; k++)
-				if (maps->v[k].start < m->high && maps->v[k].end > m->low)
-					skip[k] = true;
-		}
-		struct xb_map *v = malloc((maps->n ? maps->n : 1) * sizeof(*v));
-		if (!v) {
-			free(skip);
-			return xb_fail("out of memory");
-		}
-		keep.n = 0;
-		keep.v = v;
-		for (size_t k = 0; k < maps->n; k++)
-			if (!skip[k])
-				v[keep.n++] = maps->v[k];
-		free(skip);
-		text = maps_text(s, &keep, ALL_FILES, &len);
+		text = maps_text(s, maps, ALL_BUT_STALE, &len);
 		n = text ? report(s, maps, text, len, false, true) : -1;
 		free(text);
-		free(v);
 		if (n < 0)
 			return -1;
 	}

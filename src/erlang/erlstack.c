@@ -677,9 +677,6 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	finish_live(st, s, c_p, &p, here, I, E, out);
 }
 
-/* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
- * on behalf of a process that is not executing Erlang code meanwhile: its
- * c_p->stop and c_p->i were saved when it left the normal scheduler. */
 static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t size)
 {
 	uint64_t pc = uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
@@ -707,6 +704,9 @@ static bool dirty_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
 	return false;
 }
 
+/* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
+ * on behalf of a process that is not executing Erlang code meanwhile: its
+ * c_p->stop and c_p->i were saved when it left the normal scheduler. */
 static void dirty(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
 		  char kind, int no, struct xb_estack *out)
 {

@@ -359,6 +359,7 @@ static void usage(FILE *f)
 "                           on any FAIL\n"
 "  (default)                flat profile: COUNT NAME PCT [TAG], most samples first\n"
 "      --pstack             one mixed native+Erlang stack per running scheduler, now\n"
+"                           (dirty schedulers: those working for a process)\n"
 "      --blame FN           for samples whose native stack contains FN, count the\n"
 "                           nearest Erlang function above it.  FN matches a symbol\n"
 "                           exactly, or with any '_suffix' (copy_struct matches\n"

@@ -201,6 +201,30 @@ def build_nif(target, outdir, name="xb_nif", defines=()):
     return so[:-3]
 
 
+def start_sampling(vm, d, tag, *args):
+    """erlang-sample -v ARGS PID in the background, its stdout and stderr in
+    files of D; returns (process, stdout path, stderr path) once it samples."""
+    out, err = os.path.join(d, tag + ".out"), os.path.join(d, tag + ".err")
+    with open(out, "w") as fo, open(err, "w") as fe:
+        p = spawn_tool(TOOL, "-v", *args, vm.pid, stdout=fo, stderr=fe)
+    check(wait_for(lambda: "code entries" in open(err).read(), timeout=10),
+          "erlang-sample did not start sampling", open(err).read())
+    return p, out, err
+
+
+def finish_sampling(p, out, err):
+    """Wait for start_sampling's erlang-sample: (stdout, stderr) of a run
+    that exited 0."""
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        check(False, "erlang-sample did not finish")
+    out, err = open(out).read(), open(err).read()
+    check(p.returncode == 0, "erlang-sample exited %d" % p.returncode, out + err)
+    return out, err
+
+
 @per_vm()
 def test_nif_loaded_after_attach(target):
     """A NIF library mapped after erlang-sample attached, and a native thread
@@ -209,17 +233,9 @@ def test_nif_loaded_after_attach(target):
     d = tmpdir()
     lib = build_nif(target, d)
     with VM(target, schedulers=2) as vm:
-        errs = [os.path.join(d, "err%d" % i) for i in range(2)]
-        outs = [os.path.join(d, "out%d" % i) for i in range(2)]
-        procs = []
-        for i, extra in enumerate([["-t", "50"], ["--format", "folded", "-o", outs[1] + ".folded"]]):
-            with open(outs[i], "w") as fo, open(errs[i], "w") as fe:
-                procs.append(spawn_tool(TOOL, "-v", "-d", "5", *extra, vm.pid, stdout=fo, stderr=fe))
-
-        def started():
-            return all("code entries" in open(e).read() for e in errs)
-        check(wait_for(started, timeout=10), "erlang-sample did not start sampling",
-              "".join(open(e).read() for e in errs))
+        folded_path = os.path.join(d, "stacks.folded")
+        table = start_sampling(vm, d, "table", "-d", "5", "-t", "50")
+        folded_run = start_sampling(vm, d, "folded", "-d", "5", "--format", "folded", "-o", folded_path)
         with open("/proc/%d/maps" % vm.pid) as f:
             check("xb_nif.so" not in f.read(), "xb_nif.so was mapped before erlang-sample attached")
         vm.eval('ok = xb_nif:load("%s")' % lib)
@@ -227,15 +243,8 @@ def test_nif_loaded_after_attach(target):
         # at a time (see xb_nif.erl), and xb_ctl may be queued behind it.
         vm.eval("ok = xb_nif:thread_start()")
         vm.eval("xb_nif:start(6000)")
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                check(False, "erlang-sample did not finish")
-            check(p.returncode == 0, "erlang-sample exited %d" % p.returncode,
-                  "".join(open(e).read() for e in errs))
-        out, err = open(outs[0]).read(), open(errs[0]).read()
+        out, err = finish_sampling(*table)
+        finish_sampling(*folded_run)
         processed, received, rows = parse_table(out)
         m = re.search(r"module changes since attaching (\d+)", err)
         check(m and int(m.group(1)) >= 1, "xb_nif.so was never reported", err)
@@ -249,7 +258,7 @@ def test_nif_loaded_after_attach(target):
         work = [n for n, name, _, tag in rows if name == "xb_nif_work" and tag == "[xb_nif.so]"]
         check(work and work[0] >= 0.4 * processed, "xb_nif_work [xb_nif.so] is not most of the "
               "profile (two threads burn in it for ~4 of the 5 s)", out)
-        folded = open(outs[1] + ".folded").read()
+        folded = open(folded_path).read()
         stacks = {}
         for line in folded.splitlines():
             st, n = line.rsplit(" ", 1)
@@ -338,11 +347,7 @@ def test_nif_library_replaced_while_sampling(target):
             with open("/proc/%d/maps" % vm.pid) as f:
                 return next((line.split("-")[0] for line in f if line.rstrip().endswith("/" + name)), None)
         a_at = so_start("xb_nif.so")
-        err = os.path.join(d, "err")
-        with open(os.path.join(d, "out"), "w") as fo, open(err, "w") as fe:
-            p = spawn_tool(TOOL, "-v", "-d", "4", "-t", "50", vm.pid, stdout=fo, stderr=fe)
-        check(wait_for(lambda: "code entries" in open(err).read(), timeout=10),
-              "erlang-sample did not start sampling", open(err).read())
+        run = start_sampling(vm, d, "table", "-d", "4", "-t", "50")
         # Unload the module and its library (code:purge unmaps the .so), then
         # load both again, the library from the other file.  Evaluated by
         # xb_ctl, which runs no xb_nif code itself: purge would kill it.
@@ -351,9 +356,7 @@ def test_nif_library_replaced_while_sampling(target):
                 'xb_nif:start(60000, polite)' % lib_b)
         b_at = so_start("xb_nif_b.so")
         check(so_start("xb_nif.so") is None, "the first library is still mapped")
-        p.wait(timeout=30)
-        out, errtext = open(os.path.join(d, "out")).read(), open(err).read()
-        check(p.returncode == 0, "erlang-sample exited %d" % p.returncode, out + errtext)
+        out, errtext = finish_sampling(*run)
         processed, received, rows = parse_table(out)
         got = {(name, tag): n for n, name, _, tag in rows}
         old = got.get(("xb_nif_work", "[xb_nif.so]"), 0)
