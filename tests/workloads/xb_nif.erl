@@ -15,7 +15,10 @@
 %%                         progress waits for the scheduler).  Returns the
 %%                         pid.  Replaces a running one (not the thread).
 %%   xb_nif:start(Ms, polite) the same, but it yields after every call.
-%%   xb_nif:start_dirty(Ms) the same with spin_dirty(900) (a dirty CPU NIF),
+%%   xb_nif:start_dirty(Ms) the same with spin_dirty(5000) (a dirty CPU NIF;
+%%                         dirty NIFs are for jobs of milliseconds, and a
+%%                         job must outlast the few ms between a sample and
+%%                         the read of the dirty scheduler's process),
 %%                         registered as `xb_nif_dirty_caller`, running
 %%                         dirty_loop/1.
 %%   xb_nif:stop()         kill it (and stop the burner thread).
@@ -75,7 +78,7 @@ loop(Deadline, Mode) ->
     end.
 
 dirty_loop(Deadline) ->
-    _ = spin_dirty(900),
+    _ = spin_dirty(5000),
     case erlang:monotonic_time(millisecond) < Deadline of
         true -> dirty_loop(Deadline);
         false -> ok
