@@ -100,19 +100,23 @@ static const struct xb_code *lookup(struct xb_estate *st, uint64_t addr)
 	return c;
 }
 
-/* Read the fields of the process struct we need, in one read. */
+/* Read the fields of the process struct we need, in one read.  i and
+ * current are 0 where the release table has no such field. */
 struct proc {
-	uint64_t id, heap, hend, stop, reg;
+	uint64_t id, heap, hend, stop, reg, i, current;
 };
 
 static int read_proc(struct xb_vm *vm, uint64_t c_p, struct proc *p)
 {
-	int64_t fields[] = { xb_off(vm, XB_F_PROC_ID), xb_off(vm, XB_F_PROC_HEAP),
+	int64_t fields[] = { xb_off(vm, XB_F_PROC_ID),   xb_off(vm, XB_F_PROC_HEAP),
 			     xb_off(vm, XB_F_PROC_HEND), xb_off(vm, XB_F_PROC_STOP),
-			     xb_off(vm, XB_F_PROC_REG) };
+			     xb_off(vm, XB_F_PROC_REG),  xb_off(vm, XB_F_PROC_I),
+			     xb_off(vm, XB_F_PROC_CURRENT) };
+	uint64_t *dst[] = { &p->id, &p->heap, &p->hend, &p->stop, &p->reg, &p->i, &p->current };
+	enum { REQUIRED = 5 };
 	int64_t hi = 0;
 	for (size_t i = 0; i < XB_ARRAY_SIZE(fields); i++) {
-		if (fields[i] < 0)
+		if (fields[i] < 0 && i < REQUIRED)
 			return -1;
 		if (fields[i] + 8 > hi)
 			hi = fields[i] + 8;
@@ -120,11 +124,11 @@ static int read_proc(struct xb_vm *vm, uint64_t c_p, struct proc *p)
 	uint8_t buf[1024];
 	if (c_p == 0 || c_p % 8 || hi > (int64_t)sizeof(buf) || xb_read(&vm->mem, c_p, buf, (size_t)hi) < 0)
 		return -1;
-	memcpy(&p->id, buf + fields[0], 8);
-	memcpy(&p->heap, buf + fields[1], 8);
-	memcpy(&p->hend, buf + fields[2], 8);
-	memcpy(&p->stop, buf + fields[3], 8);
-	memcpy(&p->reg, buf + fields[4], 8);
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fields); i++) {
+		*dst[i] = 0;
+		if (fields[i] >= 0)
+			memcpy(dst[i], buf + fields[i], 8);
+	}
 	if (!xb_is_pid(p->id) || p->heap == 0 || p->heap > p->hend ||
 	    p->hend - p->heap > MAX_HEAP_BYTES || p->heap % 8 || p->hend % 8)
 		return -1;
@@ -468,6 +472,136 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	out->status = XB_ES_OK;
 }
 
+/* Entry address of the native function containing PC: its symbol, or
+ * where a stripped object has none (a static NIF function), the start of
+ * its CFI entry (.eh_frame FDEs start where functions start). */
+static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **modp)
+{
+	const struct xb_sym *sym = xb_symbols_addr(&vm->syms, pc, modp);
+	if (sym)
+		return sym->addr;
+	if (!*modp)
+		return 0;
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfi = dwfl_module_eh_cfi((*modp)->mod, &bias);
+	Dwarf_Frame *frame;
+	Dwarf_Addr start, end;
+	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
+		return 0;
+	int ok = dwarf_frame_info(frame, &start, &end, NULL) >= 0;
+	free(frame);
+	return ok ? start + bias : 0;
+}
+
+static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t size)
+{
+	uint64_t pc = uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
+	return lo && pc >= lo && pc < lo + (size ? size : 1);
+}
+
+/* erts_schedule and erts_dirty_process_main, looked up once (0 where the
+ * beam has no symbol for them). */
+static void sched_syms(struct xb_estate *st)
+{
+	struct xb_vm *vm = st->vm;
+	if (st->dirty_syms_looked)
+		return;
+	st->dirty_syms_looked = true;
+	st->dpm = xb_symbols_lookup(&vm->syms, vm->beam, "erts_dirty_process_main", &st->dpm_size);
+	st->esched = xb_symbols_lookup(&vm->syms, vm->beam, "erts_schedule", &st->esched_size);
+}
+
+/* process_main called erts_schedule (do_schedule, context_switch in
+ * beam_emu.c): the scheduler is choosing or switching processes, for
+ * none of them; the process in c_p, and I, are the one being switched
+ * out (or a stale one), not work being done. */
+static bool emu_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
+{
+	if (uw->n == 0)
+		return false;
+	sched_syms(st);
+	return in_fn(uw, uw->n - 1, st->esched, st->esched_size);
+}
+
+/* A BIF called through a native-function wrapper, not from module code:
+ * a call to an exported BIF (call_ext, apply, a Fun) goes to the BIF's
+ * Export, whose code is nif_bif.call_bif in emu/bif_instrs.tab:
+ *
+ *   code[-3..-1]  the BIF's ErtsCodeMFA
+ *   code[0]       &&call_bif (a label inside process_main)
+ *   code[1]       the BIF's C function
+ *
+ * The erlang module's BIFs are such wrappers too, as the body of their
+ * stub functions (erlang:crc32/1 is code[-3..1] in erlang's loaded code).
+ * I points at code[0] and stays in its register across the call (the
+ * epilogue needs it), so the sample's I says exactly which BIF ran, and
+ * code[1] being the C function process_main called proves it.  E's
+ * register is reused during the call, but call_bif first stores E in
+ * c_p->stop (SWAPOUT), I in c_p->i (SET_CP_I_ABS) and &code[-3] in
+ * c_p->current; the BIF returns to the continuation pointer at E[0]
+ * ($RETURN), which is the caller's frame.  So there is no innermost
+ * function of our own (a BIF has no Erlang code): the stack from
+ * c_p->stop, read live, starts at the caller, provided c_p->i and
+ * c_p->current (read together, a drain interval after the sample) still
+ * say a call through this wrapper: nothing the process did since stored
+ * another I.  Whether the scheduler still runs c_p does not matter here:
+ * a BIF that uses up the reductions is switched out right at the wrapper
+ * (`goto context_switch` in call_bif, with I, E and current saved), and
+ * there the saved stack is exactly the caller's.  What this cannot tell
+ * apart is a later call through the same wrapper from another Erlang
+ * function within the skid bound (--max-skid-ms): the same exposure as
+ * every interpreter stack, which is read live.
+ * emu_in_bif says whether the sample is in such a call (true with *I the
+ * wrapper's code[0]); emu_bif_stack reads the stack. */
+static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, uint64_t *Iout)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t I, w[5];
+	int64_t arity = xb_off(vm, XB_F_MFA_ARITY);
+	uint64_t pm = vm->sym.process_main, pm_size = vm->sym.process_main_size;
+	if (uw->n == 0 || !reg(uw, st->regs.I, &I) || I % 8 || I < 4096 || arity < 0 || !pm ||
+	    !pm_size)
+		return false;
+	/* The ErtsCodeMFA ends with arity, right before code[0]. */
+	if (xb_read(&vm->mem, I - (uint64_t)arity - 8, w, sizeof(w)) < 0)
+		return false;
+	/* module, function, arity, &&call_bif (every instruction word is a
+	 * label in process_main), the C function */
+	if (!xb_is_atom(w[0]) || !xb_is_atom(w[1]) || w[2] > 255 || w[3] < pm || w[3] >= pm + pm_size ||
+	    w[4] < 4096)
+		return false;
+	/* What proves it a call_bif: the C function process_main called
+	 * (the outermost native frame) is code[1]. */
+	unsigned k = uw->n - 1;
+	struct xb_modsyms *mod = NULL;
+	if (native_entry(vm, uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1, &mod) != w[4] ||
+	    mod != vm->beam)
+		return false; /* BIFs are in beam.smp (NIF libraries: emu_in_nif) */
+	*Iout = I;
+	return true;
+}
+
+/* The stack of c_p under the BIF whose wrapper is at I (emu_in_bif);
+ * false, with nothing done, when c_p no longer says this call (then the
+ * registers are all there is: emu goes on as for any other sample). */
+static bool emu_bif_stack(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
+			  const struct proc *p, uint64_t I, struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t top, E = p->stop;
+	uint64_t mfa = I - (uint64_t)xb_off(vm, XB_F_MFA_ARITY) - 8;
+	const struct xb_code *caller = NULL;
+	if (p->i == I && p->current == mfa && E % 8 == 0 && E >= p->heap && E + 8 <= p->hend &&
+	    xb_read_u64(&vm->mem, E, &top) == 0 && xb_is_cp(top))
+		caller = xb_codemap_find(st->cm, top - 1);
+	if (!caller || caller->kind != XB_CODE_FUNCTION)
+		return false;
+	out->read_ns = xb_now_ns();
+	/* The caller from the word just checked, the rest from above it. */
+	finish_live(st, s, c_p, p, caller, top, E + 8, out);
+	return true;
+}
+
 /* The interpreter's I.  GCC keeps `register BeamInstr *I asm("rbx")` in
  * rbx across process_main, but inside some instructions it borrows rbx
  * for a temporary and parks I in another register, and process_main's
@@ -501,27 +635,6 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
 		*Iout = v;
 	}
 	return found;
-}
-
-/* Entry address of the native function containing PC: its symbol, or
- * where a stripped object has none (a static NIF function), the start of
- * its CFI entry (.eh_frame FDEs start where functions start). */
-static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **modp)
-{
-	const struct xb_sym *sym = xb_symbols_addr(&vm->syms, pc, modp);
-	if (sym)
-		return sym->addr;
-	if (!*modp)
-		return 0;
-	Dwarf_Addr bias;
-	Dwarf_CFI *cfi = dwfl_module_eh_cfi((*modp)->mod, &bias);
-	Dwarf_Frame *frame;
-	Dwarf_Addr start, end;
-	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
-		return 0;
-	int ok = dwarf_frame_info(frame, &start, &end, NULL) >= 0;
-	free(frame);
-	return ok ? start + bias : 0;
 }
 
 /* A NIF called by the interpreter (nif_bif.call_nif in
@@ -612,9 +725,16 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* A normal scheduler publishes the process it runs in its
 	 * ErtsSchedulerData (current_process); dirty schedulers and builds
 	 * without it use the register process_main keeps c_p in. */
-	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
+	if (emu_scheduling(st, uw))
+		return; /* native only */
 	bool have_reg = reg(uw, st->regs.c_p, &c_p_reg);
-	if (have && c_p == 0) {
+	/* In a BIF called through its wrapper the sample's own c_p and I
+	 * say which process ran which BIF, whatever runs there now. */
+	if (have_reg && emu_in_bif(st, uw, &I) && read_proc(vm, c_p_reg, &p) == 0 &&
+	    emu_bif_stack(st, s, c_p_reg, &p, I, out))
+		return;
+	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
+	if (have && c_p == 0 && !have_reg) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
 		return;
 	}
@@ -623,8 +743,9 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->why = "c_p not recovered";
 		return;
 	}
-	/* Another process runs there now (the scheduler's current_process
-	 * is read a drain interval after the sample): ours is c_p_reg. */
+	/* Another process, or none, runs there now (the scheduler's
+	 * current_process is read a drain interval after the sample): ours
+	 * is c_p_reg. */
 	bool switched = have && have_reg && c_p_reg != c_p;
 	if (!have || switched)
 		c_p = c_p_reg;
@@ -658,9 +779,10 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	/* Switched out since the sample: when the sample was in a call from
 	 * process_main (uw->n > 0) that call may have been erts_schedule,
-	 * done for no process; only a sample in the instruction loop itself
-	 * surely ran Erlang code for c_p_reg. */
-	if (switched && uw->n > 0) {
+	 * done for no process, unless erts_schedule has a symbol
+	 * (emu_scheduling returned such samples early); a sample in the
+	 * instruction loop itself surely ran Erlang code for c_p_reg. */
+	if (switched && uw->n > 0 && !st->esched) {
 		out->status = XB_ES_STALE;
 		out->why = "process moved on before its stack could be read";
 		return;
@@ -677,12 +799,6 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	finish_live(st, s, c_p, &p, here, I, E, out);
 }
 
-static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t size)
-{
-	uint64_t pc = uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
-	return lo && pc >= lo && pc < lo + (size ? size : 1);
-}
-
 /* A dirty scheduler between jobs is in erts_schedule (or its own loop),
  * called from erts_dirty_process_main, and the current_process we read a
  * little later may already be the next job's: such a sample is scheduling,
@@ -690,12 +806,7 @@ static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t 
  * OTP 29 beam has neither: its dirty samples keep the process). */
 static bool dirty_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
 {
-	struct xb_vm *vm = st->vm;
-	if (!st->dirty_syms_looked) {
-		st->dirty_syms_looked = true;
-		st->dpm = xb_symbols_lookup(&vm->syms, vm->beam, "erts_dirty_process_main", &st->dpm_size);
-		st->esched = xb_symbols_lookup(&vm->syms, vm->beam, "erts_schedule", &st->esched_size);
-	}
+	sched_syms(st);
 	if (!st->dpm || !st->esched)
 		return false;
 	for (unsigned k = 0; k < uw->n; k++)

@@ -274,6 +274,7 @@ static void on_sample(const struct xb_sample *s, void *arg)
 		return;
 	}
 	if (es->status == XB_ES_STALE) {
+		xb_debug("stale (tid %d ip %llx): %s\n", (int)s->tid, (unsigned long long)s->ip, es->why);
 		c->dropped_stale++;
 		return;
 	}
@@ -374,8 +375,9 @@ static void usage(FILE *f)
 "      --include-kernel     also sample kernel frames\n"
 "      --software-event     use cpu-clock even where a hardware PMU exists\n"
 "      --wakeup N           be woken every N samples of a thread to read them;\n"
-"                           0 (default) reads all buffers every 2 ms instead,\n"
-"                           which disturbs the VM less (see bench/)\n"
+"                           0 (default) reads all buffers on a timer instead\n"
+"                           (2 ms; 5 ms for a JIT VM), which disturbs the VM\n"
+"                           less (see bench/)\n"
 "\n"
 "Output:\n"
 "  -t, --top N              rows to print (default 40)\n"
