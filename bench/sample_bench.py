@@ -16,6 +16,11 @@ seconds each, in a shuffled order per round (seeded, printed):
                   what the sampling interrupt alone costs on this machine
   floor x2, x4    the same at twice and four times the rate: the cost per
                   sample should not change, and is measured more precisely
+  perf record     stock `perf record -e cpu-clock -F 997 -p PID` (IP, TID,
+                  time): the bar, with nothing to unwind
+  perf -g dwarf   the same with `--call-graph dwarf` (registers and an 8 KiB
+                  stack copy per sample): perf doing erlang-sample's sampling
+  (the two perf windows only when Debian's linux-perf works here)
 
 Rates are work units per CPU-second of the scheduler thread (schedstat),
 which the hypervisor taking CPU 0 away does not move.  A window's loss is
@@ -31,12 +36,13 @@ and each loss as the VM CPU time one sample costs (loss / rate), which
 does not depend on the rate: the 1% target at 997 Hz means ~10 us.
 
 Usage: python3 bench/sample_bench.py [--rounds N] [--window-seconds W]
-       [--freq HZ] [--seed S] [--no-pin]
+       [--freq HZ] [--seed S] [--no-pin] [--no-perf]
 """
 import argparse
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +61,29 @@ def ci95(values, rng, n=2000):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+def perf_works(pid, freq):
+    """The perf binary when `perf record` works on this kernel, else None."""
+    perf = shutil.which("perf")
+    if not perf:
+        return None
+    data = "/tmp/sample_bench.%d.perf.data" % os.getpid()
+    p = subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", str(freq), "-p", str(pid),
+                        "-o", data, "--", "sleep", "0.1"], capture_output=True, text=True)
+    ok = p.returncode == 0 and perf_span(perf, data) is not None
+    return perf if ok else None
+
+
+def perf_span(perf, data):
+    """Seconds from the first to the last sample in a perf.data file."""
+    p = subprocess.run([perf, "script", "-i", data, "-F", "time"], capture_output=True, text=True)
+    times = [float(t.rstrip(":")) for t in p.stdout.split()]
+    try:
+        os.unlink(data)
+    except OSError:
+        pass
+    return max(times) - min(times) if len(times) > 1 else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
@@ -63,6 +92,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-pin", action="store_true",
                     help="do not pin the VM to CPU 0 and the samplers to CPU 1")
+    ap.add_argument("--no-perf", action="store_true",
+                    help="leave out the stock perf record windows")
     a = ap.parse_args()
     tool = xbtest.tool_path("erlang-sample")
     events_only = os.path.join(os.path.dirname(tool), "events_only")
@@ -72,6 +103,7 @@ def main():
     rng = random.Random(a.seed)
     W = a.window_seconds
     target = xbtest.stock_target()
+    perf_data = "/tmp/sample_bench.%d.perf.data" % os.getpid()
     with xbtest.VM(target, schedulers=1) as vm:
         pin = [] if a.no_pin or os.cpu_count() < 2 else ["taskset", "-c", "1"]
         if pin:
@@ -93,6 +125,10 @@ def main():
             return int(vm.eval("xb_bench:count()")), cpu, time.monotonic()
 
         loss = {"erlang-sample": [], "events-only": [], "floor": [], "floor x2": [], "floor x4": []}
+        perf = None if a.no_perf else perf_works(vm.pid, a.freq)
+        if perf:
+            loss["perf record"] = []
+            loss["perf -g dwarf"] = []
         rate_of = {"floor x2": 2 * a.freq, "floor x4": 4 * a.freq}
         cpu_sampling = 0.0
         cpu_startup = 0.0
@@ -123,6 +159,14 @@ def main():
                     cpu_sampling += float(c.group(2))
                     sampled_s[kind] = float(e.group(1))
                     event_name = ev.group(1) if ev else event_name
+                elif kind.startswith("perf"):
+                    graph = ["--call-graph", "dwarf"] if kind == "perf -g dwarf" else []
+                    p = subprocess.run(pin + [perf, "record", "-q", "-e", "cpu-clock", "-F", str(a.freq)] +
+                                       graph + ["-p", str(vm.pid), "-o", perf_data, "--", "sleep", str(W)],
+                                       capture_output=True, text=True)
+                    if p.returncode != 0:
+                        print("sample_bench: perf record failed:\n" + p.stderr)
+                        return 0
                 else:
                     floor = ["--floor"] if kind.startswith("floor") else []
                     hz = rate_of.get(kind, a.freq)
@@ -136,6 +180,9 @@ def main():
                         events_received += int(m.group(1))
                     sampled_s[kind] = float(m.group(2))
                 c1, s1, t1 = state()
+                if kind.startswith("perf"):
+                    # Outside the window: how long perf really sampled.
+                    sampled_s[kind] = perf_span(perf, perf_data)
                 rate[kind] = (c1 - c0) / (s1 - s0)
                 window_s[kind] = t1 - t0
             for kind in loss:
@@ -145,8 +192,8 @@ def main():
     ci = {k: ci95(v, rng) for k, v in loss.items()}
     own = [x - y for x, y in zip(loss["erlang-sample"], loss["events-only"])]
     us_per = 1e6 * cpu_sampling / processed_total if processed_total else float("inf")
-    print("sample_bench: %s VM, 1 scheduler, %d rounds x 6 windows of %.1f s, %d Hz, event %s, seed %d" %
-          (target.name, a.rounds, W, a.freq, event_name, a.seed))
+    print("sample_bench: %s VM, 1 scheduler, %d rounds x %d windows of %.1f s, %d Hz, event %s, seed %d" %
+          (target.name, a.rounds, len(loss) + 1, W, a.freq, event_name, a.seed))
     print("  pinned: %s" % ("VM on CPU 0, samplers on CPU 1" if pin else "no"))
     print("  loss per sampled second (work per scheduler CPU-second; median, 95% CI),")
     print("  and the VM CPU one sample costs (loss / rate; 1%% at %d Hz is %.1f us):" %
@@ -164,6 +211,12 @@ def main():
     row("floor at %d Hz:" % (2 * a.freq), loss["floor x2"], "the same at twice the rate", 2 * a.freq)
     row("floor at %d Hz:" % (4 * a.freq), loss["floor x4"], "the same at four times the rate", 4 * a.freq)
     row("erlang-sample's own:", own, "per-round difference erlang-sample - events only")
+    if perf:
+        row("perf record:", loss["perf record"], "stock perf, cpu-clock, IP/TID/time, all threads")
+        row("perf record -g dwarf:", loss["perf -g dwarf"], "the same with registers + 8 KiB stack copies")
+    else:
+        print("    (stock perf record windows skipped: %s)" %
+              ("--no-perf" if a.no_perf else "perf record does not work here (install linux-perf)"))
     print("  samples: erlang-sample processed %d of %d received; events-only received %d" %
           (processed_total, received_total, events_received))
     print("  sampler CPU per processed sample: %.1f us  (target <= 20 us; ratio to target %.2f)" %
