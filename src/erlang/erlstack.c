@@ -493,10 +493,33 @@ static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **
 	return ok ? start + bias : 0;
 }
 
+/* An address inside native frame K's function: a return address is
+ * past the call, so step back into it. */
+static uint64_t frame_pc(const struct xb_unwind *uw, unsigned k)
+{
+	return uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
+}
+
 static bool in_fn(const struct xb_unwind *uw, unsigned k, uint64_t lo, uint64_t size)
 {
-	uint64_t pc = uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1;
+	uint64_t pc = frame_pc(uw, k);
 	return lo && pc >= lo && pc < lo + (size ? size : 1);
+}
+
+/* The C function process_main called (the outermost native frame): its
+ * entry (0 when unknown, or when the sample is in process_main itself)
+ * and module.  emu_in_bif and emu_in_nif both test it. */
+struct callee {
+	uint64_t entry;
+	struct xb_modsyms *mod;
+};
+
+static struct callee emu_callee(struct xb_vm *vm, const struct xb_unwind *uw)
+{
+	struct callee c = { 0, NULL };
+	if (uw->n > 0)
+		c.entry = native_entry(vm, frame_pc(uw, uw->n - 1), &c.mod);
+	return c;
 }
 
 /* erts_schedule and erts_dirty_process_main, looked up once (0 where the
@@ -553,15 +576,16 @@ static bool emu_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
  * every interpreter stack, which is read live.
  * emu_in_bif says whether the sample is in such a call (true with *I the
  * wrapper's code[0]); emu_bif_stack reads the stack. */
-static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, uint64_t *Iout)
+static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, const struct callee *callee,
+		       uint64_t *Iout)
 {
 	struct xb_vm *vm = st->vm;
 	uint64_t I, w[5];
 	int64_t arity = xb_off(vm, XB_F_MFA_ARITY);
 	uint64_t pm = vm->sym.process_main, pm_size = vm->sym.process_main_size;
-	if (uw->n == 0 || !reg(uw, st->regs.I, &I) || I % 8 || I < 4096 || arity < 0 || !pm ||
-	    !pm_size)
-		return false;
+	if (!callee->entry || callee->mod != vm->beam || !reg(uw, st->regs.I, &I) || I % 8 ||
+	    I < 4096 || arity < 0 || !pm || !pm_size)
+		return false; /* BIFs are in beam.smp (NIF libraries: emu_in_nif) */
 	/* The ErtsCodeMFA ends with arity, right before code[0]. */
 	if (xb_read(&vm->mem, I - (uint64_t)arity - 8, w, sizeof(w)) < 0)
 		return false;
@@ -571,12 +595,9 @@ static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, uint64_
 	    w[4] < 4096)
 		return false;
 	/* What proves it a call_bif: the C function process_main called
-	 * (the outermost native frame) is code[1]. */
-	unsigned k = uw->n - 1;
-	struct xb_modsyms *mod = NULL;
-	if (native_entry(vm, uw->activation[k] ? uw->pcs[k] : uw->pcs[k] - 1, &mod) != w[4] ||
-	    mod != vm->beam)
-		return false; /* BIFs are in beam.smp (NIF libraries: emu_in_nif) */
+	 * is code[1]. */
+	if (callee->entry != w[4])
+		return false;
 	*Iout = I;
 	return true;
 }
@@ -641,7 +662,8 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
  * emu/bif_instrs.tab).  I and E are dead across that call, so GCC reuses
  * their registers and neither can be trusted there; but call_nif first
  * sets c_p->current to the function's MFA (the ErtsCodeMFA right before
- * its code) and HEAVY_SWAPOUT saves E in c_p->stop.  Those are read live,
+ * its code) and HEAVY_SWAPOUT saves E in c_p->stop.  Those are read live
+ * (P, read with the rest of the process struct),
  * and c_p->current is also left behind by BIF calls and context switches,
  * so they are used only when they prove to be about this very call:
  *  - the C function process_main called (the outermost native frame) is
@@ -655,19 +677,13 @@ static const struct xb_code *emu_current(struct xb_estate *st, const struct xb_u
  * of the MFA), and a yielding NIF (enif_schedule_nif) runs from a
  * per-process copy; the function is then found by that MFA's name.
  * On success *I is the function's first instruction. */
-static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct xb_unwind *uw,
-					uint64_t c_p, uint64_t *I)
+static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct callee *callee,
+					const struct proc *p, uint64_t *I)
 {
 	struct xb_vm *vm = st->vm;
-	if (uw->n == 0)
-		return NULL;
-	uint64_t pc = uw->pcs[uw->n - 1];
-	struct xb_modsyms *mod = NULL;
-	uint64_t entry = native_entry(vm, uw->activation[uw->n - 1] ? pc : pc - 1, &mod);
-	int64_t cur = xb_off(vm, XB_F_PROC_CURRENT), arity = xb_off(vm, XB_F_MFA_ARITY);
-	uint64_t mfa, fn;
-	if (!entry || mod == vm->beam || cur < 0 || arity < 0 ||
-	    xb_read_u64(&vm->mem, c_p + (uint64_t)cur, &mfa) < 0 || mfa % 8)
+	uint64_t entry = callee->entry, mfa = p->current, fn;
+	int64_t arity = xb_off(vm, XB_F_MFA_ARITY);
+	if (!entry || callee->mod == vm->beam || arity < 0 || mfa == 0 || mfa % 8)
 		return NULL;
 	uint64_t code = mfa + (uint64_t)arity + 8; /* the ErtsCodeMFA ends with arity */
 	if (xb_read_u64(&vm->mem, code + 8, &fn) < 0 || fn != entry)
@@ -730,7 +746,8 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	bool have_reg = reg(uw, st->regs.c_p, &c_p_reg);
 	/* In a BIF called through its wrapper the sample's own c_p and I
 	 * say which process ran which BIF, whatever runs there now. */
-	if (have_reg && emu_in_bif(st, uw, &I) && read_proc(vm, c_p_reg, &p) == 0 &&
+	struct callee callee = emu_callee(vm, uw);
+	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(vm, c_p_reg, &p) == 0 &&
 	    emu_bif_stack(st, s, c_p_reg, &p, I, out))
 		return;
 	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
@@ -756,7 +773,7 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	out->read_ns = xb_now_ns();
 	/* In a NIF, I and E are in c_p (emu_in_nif); elsewhere in registers. */
-	const struct xb_code *here = emu_in_nif(st, uw, c_p, &I);
+	const struct xb_code *here = emu_in_nif(st, &callee, &p, &I);
 	if (here) {
 		E = p.stop;
 	} else {
@@ -830,9 +847,9 @@ static void dirty(struct xb_estate *st, const struct xb_sample *s, const struct 
 		xb_debug("dirty %s scheduler %d: %s\n", kind == 'c' ? "CPU" : "I/O", no, xb_err());
 		return; /* native only */
 	}
-	if (c_p == 0 || read_proc(vm, c_p, &p) < 0 ||
-	    xb_read_u64(&vm->mem, c_p + (uint64_t)xb_off(vm, XB_F_PROC_I), &I) < 0)
+	if (c_p == 0 || read_proc(vm, c_p, &p) < 0 || xb_off(vm, XB_F_PROC_I) < 0)
 		return; /* no process: native only */
+	I = p.i;
 	out->read_ns = xb_now_ns();
 	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8)
 		return;

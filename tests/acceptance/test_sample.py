@@ -59,6 +59,21 @@ def erlang_rows(rows):
     return [r for r in rows if r[3] == "[Erlang]"]
 
 
+def sample_folded(vm, seconds):
+    """erlang-sample -v --format folded for SECONDS: (received, processed,
+    [(frames root first, count)]), once at least 1000 samples came in."""
+    r = sample(vm, "-d", str(seconds), "-v", "--format", "folded")
+    pm = re.search(r"received (\d+), processed (\d+)", r.err)
+    check(pm, "no statistics line with -v", r.err)
+    received, processed = int(pm.group(1)), int(pm.group(2))
+    check(received >= 1000, "only %d samples received in %s s" % (received, seconds), r.err)
+    stacks = []
+    for line in r.out.splitlines():
+        frames, count = line.rsplit(" ", 1)
+        stacks.append((frames.split(";"), int(count)))
+    return received, processed, stacks, r
+
+
 @per_vm()
 def test_known_split(target):
     """75/25 wall-clock split between hot_a/1 and hot_b/1 within +-5 points;
@@ -201,18 +216,10 @@ def test_bif_keeps_its_caller(target):
         with VM(target, schedulers=2) as vm:
             vm.eval("xb_bif:start(%s)" % how)
             time.sleep(0.5)
-            r = sample(vm, "-d", "2", "-v", "--format", "folded")
-            pm = re.search(r"received (\d+), processed (\d+)", r.err)
-            check(pm, "no statistics line with -v", r.err)
-            received, processed = int(pm.group(1)), int(pm.group(2))
-            check(received >= 1000, "only %d samples received in 2 s" % received, r.err)
+            received, processed, stacks, r = sample_folded(vm, 2)
             check(processed >= 0.9 * received,
                   "%s: processed %d of %d samples (< 90%%) of a process in a BIF"
                   % (how, processed, received), r.err)
-            stacks = []
-            for line in r.out.splitlines():
-                frames, count = line.rsplit(" ", 1)
-                stacks.append((frames.split(";"), int(count)))
             in_bif = [(f, n) for f, n in stacks if "crc32_z" in f]
             total = sum(n for _, n in in_bif)
             check(total >= 0.8 * processed,
@@ -439,18 +446,10 @@ def test_gc_heavy_process_keeps_its_samples(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
         time.sleep(0.5)
-        r = sample(vm, "-d", "3", "-v", "--format", "folded")
-        pm = re.search(r"received (\d+), processed (\d+)", r.err)
-        check(pm, "no statistics line with -v", r.err)
-        received, processed = int(pm.group(1)), int(pm.group(2))
-        check(received >= 1000, "only %d samples received in 3 s" % received, r.err)
+        received, processed, stacks, r = sample_folded(vm, 3)
         check(processed >= 0.95 * received,
               "processed %d of %d samples (< 95%%) of a GC-heavy process" % (processed, received),
               r.err)
-        stacks = []
-        for line in r.out.splitlines():
-            frames, count = line.rsplit(" ", 1)
-            stacks.append((frames.split(";"), int(count)))
         on_gc = sum(n for f, n in stacks if "xb_gc:alloc_loop/1" in f)
         check(on_gc >= 0.5 * processed,
               "xb_gc:alloc_loop/1 is on only %d of %d stacks" % (on_gc, processed), r.out[:2000])

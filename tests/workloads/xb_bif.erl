@@ -33,14 +33,7 @@ start(How) when How =:= apply; How =:= direct ->
     register(xb_bif, Pid),
     Pid.
 
-stop() ->
-    case whereis(xb_bif) of
-        undefined -> ok;
-        Pid ->
-            Ref = monitor(process, Pid),
-            exit(Pid, kill),
-            receive {'DOWN', Ref, process, Pid, _} -> ok end
-    end.
+stop() -> xb_ctl:kill_registered(xb_bif).
 
 %% Not tail calls: loop/3 stays on the stack under the BIF.
 loop(M, F, B) ->

@@ -18,8 +18,11 @@
 %%     XB-ANSWER <id> error <base64 of "Class:Reason stacktrace" text>
 %% End of stdin (the test harness went away) halts the VM: a VM under test
 %% never outlives its harness.
+%%
+%% For the workloads: kill_registered(Name) kills the process registered as
+%% Name, if any, and returns once it is gone, so that the name is free again.
 -module(xb_ctl).
--export([start/0, serve/0, eval/1]).
+-export([start/0, serve/0, eval/1, kill_registered/1]).
 
 start() ->
     Pid = spawn(fun serve/0),
@@ -87,3 +90,12 @@ eval(Src0) ->
 
 out(Chars) ->
     io:put_chars(standard_io, Chars).
+
+kill_registered(Name) ->
+    case whereis(Name) of
+        undefined -> ok;
+        Pid ->
+            Ref = monitor(process, Pid),
+            exit(Pid, kill),
+            receive {'DOWN', Ref, process, Pid, _} -> ok end
+    end.

@@ -46,27 +46,17 @@ start(Ms, Mode) when is_integer(Ms), Ms > 0, (Mode =:= hog orelse Mode =:= polit
     Pid.
 
 start_dirty(Ms) when is_integer(Ms), Ms > 0 ->
-    kill(xb_nif_dirty_caller),
+    xb_ctl:kill_registered(xb_nif_dirty_caller),
     Pid = spawn(?MODULE, dirty_loop, [erlang:monotonic_time(millisecond) + Ms]),
     register(xb_nif_dirty_caller, Pid),
     Pid.
 
 stop() ->
     try thread_stop() catch error:_ -> ok end,
-    kill(xb_nif_dirty_caller),
+    xb_ctl:kill_registered(xb_nif_dirty_caller),
     kill_caller().
 
-kill_caller() -> kill(xb_nif_caller).
-
-%% Returns once the process is gone, so that its name is free again.
-kill(Name) ->
-    case whereis(Name) of
-        undefined -> ok;
-        Pid ->
-            Ref = monitor(process, Pid),
-            exit(Pid, kill),
-            receive {'DOWN', Ref, process, Pid, _} -> ok end
-    end.
+kill_caller() -> xb_ctl:kill_registered(xb_nif_caller).
 
 %% Not a tail call: loop/2 stays on the stack under the NIF.
 loop(Deadline, Mode) ->
