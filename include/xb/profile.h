@@ -9,7 +9,10 @@
 #include <stdint.h>
 
 /* XB_FK_MARK: a synthetic frame, not code (XB_CALLERS_UNKNOWN). */
-enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT, XB_FK_MARK };
+/* XB_FK_GROUP: the outermost frame of a stack grouped by --by (a process,
+ * a scheduler, a CPU, a thread); stack formats show it as the root, and
+ * speedscope writes one profile per group. */
+enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT, XB_FK_MARK, XB_FK_GROUP };
 
 /* Outermost frame of a stack whose Erlang callers could not be read. */
 #define XB_CALLERS_UNKNOWN "[callers unknown]"
@@ -18,6 +21,8 @@ struct xb_fname {
 	char *name;
 	char *tag; /* "[Erlang]", "[beam.smp]", "[kernel]", ... */
 	enum xb_frame_kind kind;
+	char *file;    /* source file (--lines), or NULL */
+	uint32_t line; /* line in file, 0 when unknown */
 };
 
 struct xb_stack {

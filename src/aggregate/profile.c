@@ -25,6 +25,7 @@ void xb_profile_free(struct xb_profile *p)
 	for (size_t i = 0; i < p->nnames; i++) {
 		free(p->names[i].name);
 		free(p->names[i].tag);
+		free(p->names[i].file);
 	}
 	for (size_t i = 0; i < p->nstacks; i++)
 		free(p->stacks[i].ids);
@@ -77,6 +78,8 @@ uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *t
 	f->name = strdup(name);
 	f->tag = strdup(tag);
 	f->kind = kind;
+	f->file = NULL;
+	f->line = 0;
 	p->nametab[j] = (uint32_t)p->nnames + 1;
 	return (uint32_t)p->nnames++;
 }

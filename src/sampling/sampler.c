@@ -277,6 +277,7 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 		p += (n);                              \
 	} while (0)
 	memset(out, 0, sizeof(*out));
+	out->cpu = -1;
 	uint32_t pidtid[2];
 	TAKE(&out->ip, 8);
 	TAKE(pidtid, 8);
@@ -317,6 +318,10 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 		TAKE(&dyn, 8);
 		out->stack = data;
 		out->stack_size = dyn < size ? dyn : size;
+		if (out->stack_size && out->user) {
+			out->regions[0] = (struct xb_region){ out->regs[XB_PREG_SP], out->stack_size, data };
+			out->nregions = 1;
+		}
 	}
 	return 0;
 #undef TAKE
