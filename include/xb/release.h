@@ -106,6 +106,7 @@ struct xb_field_spec {
 	const char *member; /* dotted path; "" = sizeof(type) */
 	const char *source; /* OTP source file, for messages */
 	int jit_only;
+	const char *id;     /* the enum's name ("XB_F_PROC_SIZE"), for generated tables */
 };
 extern const struct xb_field_spec xb_field_specs[XB_F_COUNT];
 const char *xb_field_name(enum xb_field f);

@@ -222,9 +222,9 @@ static void print_flavor(const char *name, int64_t *off, struct xb_regroles *r)
 	printf("\t.%s = {\n\t\t.off = {\n", name);
 	for (int i = 0; i < XB_F_COUNT; i++) {
 		if (off[i] == XB_NOFIELD)
-			printf("\t\t\t[%d] = XB_NOFIELD, /* %s */\n", i, xb_field_name(i));
+			printf("\t\t\t[%s] = XB_NOFIELD, /* %s */\n", xb_field_specs[i].id, xb_field_name(i));
 		else
-			printf("\t\t\t[%d] = %lld, /* %s (%s) */\n", i, (long long)off[i],
+			printf("\t\t\t[%s] = %lld, /* %s (%s) */\n", xb_field_specs[i].id, (long long)off[i],
 			       xb_field_name(i), xb_field_specs[i].source);
 	}
 	printf("\t\t},\n\t\t.regs = { .c_p = %s, .E = %s, .I = %s, .E_saved = %s },\n\t},\n",

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define F(id, type, member, src, jit) [id] = { type, member, src, jit }
+#define F(id, type, member, src, jit) [id] = { type, member, src, jit, #id }
 
 const struct xb_field_spec xb_field_specs[XB_F_COUNT] = {
 	F(XB_F_PROC_SIZE, "process", "", "erl_process.h", 0),
