@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "xb/codemap.h"
 #include "xb/common.h"
-#include "xb/perfmap_file.h"
+#include "xb/perfmap.h"
 #include "xb/version.h"
 #include "xb/vm.h"
 

@@ -1,4 +1,4 @@
-/* xb-gen-release - write a release table (src/vm/releases/erts-V.c) from
+/* xb-gen-release - write a release table (src/beam/releases/erts-V.c) from
  * the DWARF of source-built beams and a few constants of the OTP source.
  * Driven by scripts/gen-release-table; see README "Adding a release". */
 #define _GNU_SOURCE

@@ -13,6 +13,7 @@
 #include "xb/common.h"
 #include "xb/term.h"
 #include "xb/vm.h"
+#include "xb/x86.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -222,4 +223,94 @@ void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io)
 		vm->sched_count = (uint64_t)nsched; /* erts_no_schedulers is unnamed too */
 	for (size_t k = 0; k < nr; k++)
 		free(r[k].buf);
+}
+
+/* ---- beam_ranges.c's static `r`, found through the code that uses it ---- */
+
+bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
+{
+	int64_t rsz = xb_off(vm, XB_F_RANGES_SIZE), rmod = xb_off(vm, XB_F_RANGES_MODULES),
+		rn = xb_off(vm, XB_F_RANGES_N), esz = xb_off(vm, XB_F_RANGE_SIZE),
+		est = xb_off(vm, XB_F_RANGE_START), een = xb_off(vm, XB_F_RANGE_END);
+	if (rsz <= 0 || rmod < 0 || rn < 0 || esz <= 0 || est < 0 || een < 0 || addr % 8)
+		return false;
+	uint32_t active = 0;
+	if (vm->sym.active_code_ix &&
+	    (xb_read_u32(&vm->mem, vm->sym.active_code_ix, &active) < 0 ||
+	     active >= (uint32_t)vm->num_code_ix))
+		return false;
+	int good = 0;
+	for (int i = 0; i < vm->num_code_ix; i++) {
+		uint64_t base = addr + (uint64_t)(i * rsz), mods, n, allocated;
+		if (xb_read_u64(&vm->mem, base + (uint64_t)rmod, &mods) < 0 ||
+		    xb_read_u64(&vm->mem, base + (uint64_t)rn, &n) < 0 ||
+		    xb_read_u64(&vm->mem, base + (uint64_t)rn + 8, &allocated) < 0)
+			return false;
+		if (n > allocated || allocated > (1u << 20) || (n && !mods))
+			return false;
+		if (n == 0)
+			continue;
+		uint64_t prev_end = 0;
+		for (uint64_t k = 0; k < n && k < 16; k++) {
+			uint64_t s, e;
+			uint64_t ea = mods + k * (uint64_t)esz;
+			if (xb_read_u64(&vm->mem, ea + (uint64_t)est, &s) < 0 ||
+			    xb_read_u64(&vm->mem, ea + (uint64_t)een, &e) < 0)
+				return false;
+			if (s > e || s < prev_end || (s % 4))
+				return false;
+			prev_end = e;
+		}
+		if (!vm->sym.active_code_ix || (uint32_t)i == active)
+			good++;
+	}
+	return good > 0;
+}
+
+/* Scan machine code for RIP-relative memory operands (ModRM mod=00,
+ * rm=101) of common instructions and return their targets. */
+uint64_t xb_vm_find_ranges_by_refs(struct xb_vm *vm)
+{
+	const char *list = vm->rel ? vm->rel->sym_ranges_refs
+				   : "erts_start_staging_ranges,erts_end_staging_ranges,"
+				     "erts_update_ranges,erts_lookup_function_info,erts_init_ranges";
+	int64_t rsz = xb_off(vm, XB_F_RANGES_SIZE);
+	if (rsz <= 0)
+		return 0;
+	/* Pass 0 trusts only operands that point at r itself (lea r / mov
+	 * r.modules); pass 1 also allows r[k].field, for code that the
+	 * compiler specialised to one code index. */
+	for (int pass = 0; pass < 2; pass++) {
+		char names[512];
+		snprintf(names, sizeof(names), "%s", list);
+		for (char *save, *f = strtok_r(names, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+			uint64_t size = 0, at = xb_symbols_lookup(&vm->syms, vm->beam, f, &size);
+			if (!at)
+				continue;
+			if (size == 0 || size > 4096)
+				size = 4096;
+			uint8_t code[4096];
+			if (xb_read(&vm->mem, at, code, size) < 0)
+				continue;
+			uint64_t t[256];
+			size_t n = xb_x86_rip_targets(code, size, at, t, XB_ARRAY_SIZE(t));
+			for (size_t i = 0; i < n; i++) {
+				const struct xb_map *m = xb_maps_find(&vm->mem.maps, t[i]);
+				if (!m || !m->writable)
+					continue;
+				if (pass == 0) {
+					if (xb_vm_ranges_plausible(vm, t[i]))
+						return t[i];
+					continue;
+				}
+				for (int k = 0; k < vm->num_code_ix; k++)
+					for (int64_t fo = 0; fo < rsz; fo += 8) {
+						uint64_t c = t[i] - (uint64_t)(k * rsz) - (uint64_t)fo;
+						if (xb_vm_ranges_plausible(vm, c))
+							return c;
+					}
+			}
+		}
+	}
+	return 0;
 }

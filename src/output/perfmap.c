@@ -1,4 +1,4 @@
-/* perfmap_file.c - writing /tmp/perf-PID.map safely.
+/* perfmap.c - writing /tmp/perf-PID.map safely.
  *
  * The map goes to a temporary file in the target's directory, created
  * O_EXCL|O_NOFOLLOW, then renamed over the target: a reader (perf) sees the
@@ -7,7 +7,7 @@
  * refuse too), and the file is mode 0644 so perf, run by anyone, can read
  * it. */
 #define _GNU_SOURCE
-#include "xb/perfmap_file.h"
+#include "xb/perfmap.h"
 #include "xb/common.h"
 
 #include <errno.h>
