@@ -16,6 +16,10 @@ enum xb_frame_kind { XB_FK_ERLANG, XB_FK_NATIVE, XB_FK_KERNEL, XB_FK_JIT, XB_FK_
 
 /* Outermost frame of a stack whose Erlang callers could not be read. */
 #define XB_CALLERS_UNKNOWN "[callers unknown]"
+/* --blame's row for matching samples with no Erlang code on their stack. */
+#define XB_NO_ERLANG "[no Erlang code above]"
+/* Tag of synthetic frames (XB_FK_MARK) in tables. */
+#define XB_MARK_TAG "[-]"
 
 struct xb_fname {
 	char *name;
@@ -69,8 +73,15 @@ size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struc
  * glob when FN has *, ? or [. */
 bool xb_blame_match(const char *fn, const char *sym);
 /* Rows: innermost Erlang frame above the innermost native frame matching
- * FN; *matched = samples whose native stack contains FN. */
-size_t xb_profile_blame(const struct xb_profile *p, const char *fn, struct xb_row **rows,
+ * FN, or for samples with no Erlang frame a mark saying why (their root
+ * mark, else XB_NO_ERLANG, interned into P): the rows add up to *matched,
+ * the samples whose native stack contains FN; *no_erlang of them have no
+ * Erlang frame. */
+size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
 			uint64_t *matched, uint64_t *no_erlang);
+/* The stacks of SRC whose native frames contain a frame FN matches
+ * (xb_blame_match), whole (native frames included), into DST (initialised
+ * here).  0, or -1 (out of memory). */
+int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct xb_profile *dst);
 
 #endif

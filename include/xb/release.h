@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "xb/regs.h"
+
 #define XB_NOFIELD (-1) /* field does not exist in this release/flavour */
 
 /* Struct members we read.  xb_field_specs[] (src/beam/fields.c) says which
@@ -112,17 +114,6 @@ extern const struct xb_field_spec xb_field_specs[XB_F_COUNT];
 const char *xb_field_name(enum xb_field f);
 
 enum xb_flavor { XB_FLAVOR_UNKNOWN = 0, XB_FLAVOR_EMU, XB_FLAVOR_JIT };
-
-/* x86-64 register numbers as perf (asm/perf_regs.h) numbers them. */
-enum xb_preg {
-	XB_PREG_AX, XB_PREG_BX, XB_PREG_CX, XB_PREG_DX, XB_PREG_SI, XB_PREG_DI,
-	XB_PREG_BP, XB_PREG_SP, XB_PREG_IP, XB_PREG_FLAGS, XB_PREG_CS, XB_PREG_SS,
-	XB_PREG_DS, XB_PREG_ES, XB_PREG_FS, XB_PREG_GS,
-	XB_PREG_R8, XB_PREG_R9, XB_PREG_R10, XB_PREG_R11, XB_PREG_R12,
-	XB_PREG_R13, XB_PREG_R14, XB_PREG_R15,
-	XB_PREG_COUNT,
-	XB_PREG_NONE = -1
-};
 
 /* Where the emulator loop keeps its state while Erlang code runs. */
 struct xb_regroles {

@@ -26,8 +26,46 @@ void xb_remote_close(struct xb_remote *r)
 	xb_maps_free(&r->maps);
 }
 
+int xb_remote_open_snapshot(struct xb_remote *r, const char *maps_text,
+			    const struct xb_region *regions, unsigned n)
+{
+	memset(r, 0, sizeof(*r));
+	r->snapshot_only = true;
+	r->overlay = regions;
+	r->noverlay = n;
+	if (maps_text && xb_maps_parse(maps_text, &r->maps) < 0)
+		return -1;
+	return 0;
+}
+
+void xb_remote_set_overlay(struct xb_remote *r, const struct xb_region *v, unsigned n)
+{
+	if (r->snapshot_only)
+		return; /* the snapshot is the memory */
+	r->overlay = n ? v : NULL;
+	r->noverlay = n;
+}
+
+static const struct xb_region *overlay_find(const struct xb_remote *r, uint64_t addr)
+{
+	for (unsigned i = 0; i < r->noverlay; i++) {
+		const struct xb_region *g = &r->overlay[i];
+		if (g->data && addr >= g->addr && addr - g->addr < g->len)
+			return g;
+	}
+	return NULL;
+}
+
+uint64_t xb_remote_overlay_span(const struct xb_remote *r, uint64_t addr)
+{
+	const struct xb_region *g = overlay_find(r, addr);
+	return g ? g->len - (addr - g->addr) : 0;
+}
+
 int xb_remote_refresh(struct xb_remote *r, bool force)
 {
+	if (r->snapshot_only)
+		return -1;
 	uint64_t now = xb_now_ns();
 	if (!force && now - r->maps_time_ns < MAPS_REFRESH_MIN_NS)
 		return -1;
@@ -62,6 +100,16 @@ int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len)
 	r->reads++;
 	if (len == 0)
 		return 0;
+	const struct xb_region *g = overlay_find(r, addr);
+	if (g && g->len - (addr - g->addr) >= len) {
+		memcpy(buf, g->data + (addr - g->addr), len);
+		return 0;
+	}
+	if (r->snapshot_only) {
+		r->failures++;
+		return xb_fail("address 0x%llx+%zu is not in the snapshot", (unsigned long long)addr, len);
+	}
+	r->live_reads++;
 	if (!xb_remote_readable(r, addr, len) &&
 	    (xb_remote_refresh(r, false) < 0 || !xb_remote_readable(r, addr, len))) {
 		r->failures++;

@@ -6,17 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int xb_dwarf_to_preg(int r)
-{
-	/* x86-64 psABI DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip */
-	static const int map[] = { XB_PREG_AX, XB_PREG_DX, XB_PREG_CX, XB_PREG_BX,
-				   XB_PREG_SI, XB_PREG_DI, XB_PREG_BP, XB_PREG_SP,
-				   XB_PREG_R8, XB_PREG_R9, XB_PREG_R10, XB_PREG_R11,
-				   XB_PREG_R12, XB_PREG_R13, XB_PREG_R14, XB_PREG_R15,
-				   XB_PREG_IP };
-	return r >= 0 && r < (int)XB_ARRAY_SIZE(map) ? map[r] : XB_PREG_NONE;
-}
-
 /* Strip typedefs and qualifiers. */
 static int peel(Dwarf_Die *die)
 {

@@ -3,8 +3,8 @@
 #define _GNU_SOURCE
 #include "xb/vm.h"
 #include "xb/common.h"
+#include "xb/tasks.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,30 +20,23 @@ char xb_vm_thread_kind(const struct xb_vm *vm, const char *comm, int *no)
 
 int xb_vm_threads(const struct xb_vm *vm, struct xb_vm_thread **out)
 {
+	struct xb_task *tasks;
 	*out = NULL;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)vm->pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return xb_fail("process %d exited", (int)vm->pid);
-	struct dirent *de;
-	size_t n = 0, cap = 0;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (xb_grow((void **)out, &cap, n + 1, sizeof(**out)) < 0)
-			break;
-		char cp[320];
-		snprintf(cp, sizeof(cp), "/proc/%d/task/%s/comm", (int)vm->pid, de->d_name);
-		char *comm = xb_slurp(cp, NULL);
-		struct xb_vm_thread *t = &(*out)[n++];
-		t->tid = (pid_t)atoi(de->d_name);
-		t->no = 0;
-		t->kind = comm ? xb_vm_thread_kind(vm, comm, &t->no) : 'o';
-		free(comm);
+	int n = xb_tasks_list(vm->pid, &tasks);
+	if (n < 0)
+		return -1;
+	*out = calloc(n ? (size_t)n : 1, sizeof(**out));
+	if (!*out) {
+		free(tasks);
+		return xb_fail("out of memory");
 	}
-	closedir(d);
-	return (int)n;
+	for (int i = 0; i < n; i++) {
+		(*out)[i].tid = tasks[i].tid;
+		(*out)[i].no = 0;
+		(*out)[i].kind = tasks[i].comm[0] ? xb_vm_thread_kind(vm, tasks[i].comm, &(*out)[i].no) : 'o';
+	}
+	free(tasks);
+	return n;
 }
 
 void xb_vm_count_sched_threads(const struct xb_vm *vm, int n[3])

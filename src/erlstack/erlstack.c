@@ -100,14 +100,33 @@ static const struct xb_code *lookup(struct xb_estate *st, uint64_t addr)
 	return c;
 }
 
+/* A read of the process's state (its struct, its stack, the scheduler's
+ * current process): answered from the memory captured with the sample when
+ * it holds it (xb_remote_set_overlay: the user stack copy, and with BPF
+ * capture the process struct and its stack), else read live now, which
+ * exposes the sample to skid: out->live_read and read_ns say so. */
+static int sread(struct xb_estate *st, struct xb_estack *out, uint64_t addr, void *buf, size_t len)
+{
+	struct xb_remote *r = &st->vm->mem;
+	uint64_t before = r->live_reads;
+	int rc = xb_read(r, addr, buf, len);
+	if (r->live_reads != before) {
+		out->live_read = true;
+		out->read_ns = xb_now_ns();
+	}
+	return rc;
+}
+
 /* Read the fields of the process struct we need, in one read.  i and
  * current are 0 where the release table has no such field. */
 struct proc {
 	uint64_t id, heap, hend, stop, reg, i, current;
+	bool exact; /* from memory captured with the sample, not read live */
 };
 
-static int read_proc(struct xb_vm *vm, uint64_t c_p, struct proc *p)
+static int read_proc(struct xb_estate *st, struct xb_estack *out, uint64_t c_p, struct proc *p)
 {
+	struct xb_vm *vm = st->vm;
 	int64_t fields[] = { xb_off(vm, XB_F_PROC_ID),   xb_off(vm, XB_F_PROC_HEAP),
 			     xb_off(vm, XB_F_PROC_HEND), xb_off(vm, XB_F_PROC_STOP),
 			     xb_off(vm, XB_F_PROC_REG),  xb_off(vm, XB_F_PROC_I),
@@ -122,8 +141,10 @@ static int read_proc(struct xb_vm *vm, uint64_t c_p, struct proc *p)
 			hi = fields[i] + 8;
 	}
 	uint8_t buf[1024];
-	if (c_p == 0 || c_p % 8 || hi > (int64_t)sizeof(buf) || xb_read(&vm->mem, c_p, buf, (size_t)hi) < 0)
+	uint64_t live_before = vm->mem.live_reads;
+	if (c_p == 0 || c_p % 8 || hi > (int64_t)sizeof(buf) || sread(st, out, c_p, buf, (size_t)hi) < 0)
 		return -1;
+	p->exact = vm->mem.live_reads == live_before;
 	for (size_t i = 0; i < XB_ARRAY_SIZE(fields); i++) {
 		*dst[i] = 0;
 		if (fields[i] >= 0)
@@ -151,8 +172,11 @@ static void identify(struct xb_estate *st, const struct proc *p, struct xb_estac
 	}
 }
 
+/* Append frame C (at ADDR); EXACT when the sample itself proves it (the
+ * sampled pc or register, or a word of memory captured with the sample):
+ * the exact frames form a prefix, innermost first (out->nexact). */
 static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_code *c,
-		 uint64_t addr)
+		 uint64_t addr, bool exact)
 {
 	if (!c || c->kind != XB_CODE_FUNCTION)
 		return;
@@ -160,41 +184,38 @@ static void push(struct xb_estate *st, struct xb_estack *out, const struct xb_co
 		out->truncated = true;
 		return;
 	}
+	if (exact && out->nexact == out->n)
+		out->nexact++;
 	out->addrs[out->n] = addr;
 	out->frames[out->n++] = c;
 }
 
 /* Walk [E, hend): words with primary tag 0 that point into code are
- * continuation pointers.  Words inside the sample's stack copy are taken
- * from it (exact at sample time); the rest is read live. */
-static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, uint64_t hend,
-		 struct xb_estack *out)
+ * continuation pointers.  Words in memory captured with the sample come
+ * from it (exact at sample time); the rest is read live (sread). */
+static void walk(struct xb_estate *st, uint64_t E, uint64_t hend, struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
 	uint64_t normal_exit = st->cm->normal_exit;
-	uint64_t sp = s->regs[XB_PREG_SP];
 	uint64_t words[CHUNK_WORDS];
 	uint64_t a = E;
 	while (a < hend && !out->truncated) {
-		size_t nw;
-		if (s->stack && a >= sp && a + 8 <= sp + s->stack_size) {
-			nw = (size_t)((sp + s->stack_size - a) / 8);
-			if (nw > CHUNK_WORDS)
-				nw = CHUNK_WORDS;
-			if ((hend - a) / 8 < nw)
-				nw = (size_t)((hend - a) / 8);
-			memcpy(words, s->stack + (a - sp), nw * 8);
-		} else {
-			nw = (size_t)((hend - a) / 8);
-			if (nw > CHUNK_WORDS)
-				nw = CHUNK_WORDS;
-			if (xb_read(&vm->mem, a, words, nw * 8) < 0) {
-				out->truncated = true;
-				return;
-			}
-			out->remote_stack = true;
-			out->read_ns = xb_now_ns();
+		size_t nw = (size_t)((hend - a) / 8);
+		if (nw > CHUNK_WORDS)
+			nw = CHUNK_WORDS;
+		if (nw == 0)
+			break;
+		/* Stay inside a captured region, so that its words are not
+		 * replaced by a later, live read of the same chunk. */
+		uint64_t span = xb_remote_overlay_span(&vm->mem, a);
+		if (span >= 8 && span / 8 < nw)
+			nw = (size_t)(span / 8);
+		uint64_t live_before = vm->mem.live_reads;
+		if (sread(st, out, a, words, nw * 8) < 0) {
+			out->truncated = true;
+			return;
 		}
+		bool exact = vm->mem.live_reads == live_before;
 		for (size_t i = 0; i < nw; i++) {
 			uint64_t w = words[i];
 			if (xb_verbose >= 3)
@@ -215,7 +236,7 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 				}
 				continue;
 			}
-			push(st, out, c, w);
+			push(st, out, c, w, exact);
 			if (out->truncated)
 				return; /* one frame past --max-callchain-depth */
 		}
@@ -223,22 +244,21 @@ static void walk(struct xb_estate *st, const struct xb_sample *s, uint64_t E, ui
 	}
 }
 
-/* Walk only the sample's stack copy from E; true when the walk reached
- * beam_normal_exit (the whole stack was in the copy) or the depth limit. */
-static bool walk_copy_only(struct xb_estate *st, const struct xb_sample *s, uint64_t E,
-			   struct xb_estack *out)
+/* Walk only memory captured with the sample, from E; true when the walk
+ * reached beam_normal_exit (the whole stack was captured) or the depth
+ * limit: exact, nothing read live. */
+static bool walk_captured_only(struct xb_estate *st, uint64_t E, struct xb_estack *out)
 {
-	uint64_t sp = s->regs[XB_PREG_SP];
-	if (!s->stack || E < sp || E >= sp + s->stack_size)
+	uint64_t span = xb_remote_overlay_span(&st->vm->mem, E);
+	if (span < 8 || E % 8)
 		return false;
-	unsigned n0 = out->n;
-	walk(st, s, E, sp + s->stack_size, out);
-	/* Reached the bottom, or as deep as asked: exact, nothing to read. */
-	if (out->complete || out->truncated) {
-		out->remote_stack = false;
+	unsigned n0 = out->n, x0 = out->nexact;
+	walk(st, E, E + span, out);
+	if (out->complete || out->truncated)
 		return true;
-	}
 	out->n = n0;
+	out->nexact = x0;
+	out->unresolved = 0;
 	return false;
 }
 
@@ -252,21 +272,23 @@ static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)
 
 /* ErtsSchedulerData.current_process of scheduler NO of KIND ('s' normal,
  * 'c'/'i' dirty). */
-static int sched_current(struct xb_vm *vm, char kind, int no, uint64_t *c_p)
+static int sched_current(struct xb_estate *st, struct xb_estack *out, char kind, int no,
+			 uint64_t *c_p)
 {
+	struct xb_vm *vm = st->vm;
 	uint64_t esdp;
 	int r = kind == 's' ? xb_vm_sched_data(vm, no, &esdp) : xb_vm_dirty_sched_data(vm, kind, no, &esdp);
 	if (r < 0)
 		return -1;
-	return xb_read_u64(&vm->mem, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), c_p);
+	return sread(st, out, esdp + (uint64_t)xb_off(vm, XB_F_SCHED_CURRENT_PROCESS), c_p, 8);
 }
 
-static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
+static bool current_matches(struct xb_estate *st, struct xb_estack *out, int sched_no, uint64_t c_p)
 {
 	uint64_t cur;
 	if (!st->check_current || sched_no <= 0)
 		return true;
-	return sched_current(st->vm, 's', sched_no, &cur) == 0 && cur == c_p;
+	return sched_current(st, out, 's', sched_no, &cur) == 0 && cur == c_p;
 }
 
 /* The sample's innermost Erlang function is a fact of the sample (its pc,
@@ -279,38 +301,35 @@ static bool current_matches(struct xb_estate *st, int sched_no, uint64_t c_p)
  * "[callers unknown]" frame above it) and never guess the callers.
  * The caller has set out->c_p and identified the process. */
 static void leaf_only(struct xb_estate *st, const struct xb_code *here, uint64_t pc,
-		      bool heap_moved, struct xb_estack *out)
+		      enum xb_partial_cause cause, struct xb_estack *out)
 {
-	/* Forget what a failed walk of the stack copy left behind. */
-	out->n = 0;
+	/* Forget what a failed walk left behind. */
+	out->n = out->nexact = 0;
 	out->unresolved = 0;
-	out->truncated = out->complete = out->remote_stack = false;
-	push(st, out, here, pc);
-	if (!out->n) {
-		out->status = XB_ES_STALE;
-		out->why = "process moved on before its stack could be read";
-		return;
-	}
+	out->truncated = out->complete = out->live_read = false;
+	push(st, out, here, pc, true);
+	/* HERE is JIT code that is not an Erlang function (a shared fragment
+	 * such as global::call_light_bif_shared, through which module code
+	 * calls BIFs): the sample proves its native frames and the fragment,
+	 * and that some Erlang code called it; which one is on the Erlang
+	 * stack it could not read.  Kept with no Erlang frame, marked. */
 	out->partial = true;
-	if (heap_moved)
-		st->partial_heap_moved++;
-	else
-		st->partial_moved_on++;
+	out->partial_cause = cause;
+	st->partial[cause]++;
 	out->status = XB_ES_OK;
 }
 
-/* A process that is not running Erlang code right now (interpreter, dirty
- * scheduler): its frames, innermost at I, then the stack from E (read
- * live: it lives on the heap). */
-static void finish_live(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
-			const struct proc *p, const struct xb_code *here, uint64_t I, uint64_t E,
-			struct xb_estack *out)
+/* A process whose stack starts at E: its frames, innermost at I (HERE;
+ * HERE_EXACT when I comes from the sample itself), then the stack from E,
+ * from captured memory where the sample holds it, else read live. */
+static void finish(struct xb_estate *st, uint64_t c_p, const struct proc *p,
+		   const struct xb_code *here, bool here_exact, uint64_t I, uint64_t E,
+		   struct xb_estack *out)
 {
 	out->c_p = c_p;
 	identify(st, p, out);
-	push(st, out, here, I);
-	walk(st, s, E, p->hend, out);
-	out->remote_stack = true;
+	push(st, out, here, I, here_exact);
+	walk(st, E, p->hend, out);
 	out->status = XB_ES_OK;
 }
 
@@ -366,7 +385,6 @@ static int leave_kind(struct xb_estate *st, uint64_t pc)
 static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
 		int sched_no, struct xb_estack *out)
 {
-	struct xb_vm *vm = st->vm;
 	uint64_t pc = uw->erlang_pc, lookup_pc = uw->erlang_pc_exact ? pc : pc - 1;
 	const struct xb_code *here = lookup(st, lookup_pc);
 	/* The scheduler loop itself is JIT code: no process runs there. */
@@ -374,13 +392,6 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->status = XB_ES_NO_PROCESS;
 		return;
 	}
-	uint64_t c_p, E;
-	if (!reg(uw, st->regs.c_p, &c_p)) {
-		out->status = XB_ES_BAD;
-		out->why = "c_p register not recovered";
-		return;
-	}
-	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
 	if (!here) {
 		/* JIT code our map does not name yet: the innermost function
 		 * is unknown, and guessing from the stack would credit its
@@ -389,24 +400,35 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->why = "JIT code not in the code map yet";
 		return;
 	}
+	/* From here on the sample itself proves where it is: the sampled pc,
+	 * or the return address into JIT code found by unwinding the
+	 * sample's own stack copy.  When the process and the rest of its
+	 * stack cannot be read (or not in time), that much is kept (leaf_only)
+	 * instead of dropping the sample: the native work under Erlang code
+	 * (copying, GC) is exactly what must not be under-counted. */
+	uint64_t c_p, E;
+	if (!reg(uw, st->regs.c_p, &c_p)) {
+		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
+		return;
+	}
+	bool in_jit = uw->erlang_pc_exact && uw->n == 0;
 	/* Fast path: in JIT code E is rsp, so the sample's stack copy holds
 	 * the top of the Erlang stack.  When it holds all of it (down to
 	 * beam_normal_exit) the stack is exact and needs no live read; the
 	 * process is only read when its identity is wanted. */
 	if (in_jit && !st->want_identity && here->kind == XB_CODE_FUNCTION) {
-		push(st, out, here, pc);
-		if (walk_copy_only(st, s, s->regs[st->regs.E], out)) {
+		push(st, out, here, pc, true);
+		if (walk_captured_only(st, s->regs[st->regs.E], out)) {
 			out->c_p = c_p;
 			out->status = XB_ES_OK;
 			return;
 		}
-		out->n = 0;
+		out->n = out->nexact = 0;
 		out->unresolved = 0;
 	}
 	struct proc p;
-	if (read_proc(vm, c_p, &p) < 0) {
-		out->status = XB_ES_BAD;
-		out->why = "c_p is not a process";
+	if (read_proc(st, out, c_p, &p) < 0) {
+		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
 	if (in_jit) {
@@ -421,26 +443,24 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			E = p.stop;
 		} else {
 			st->unknown_call_sites++;
-			out->status = XB_ES_BAD;
-			out->why = "cannot tell where this JIT call site keeps E";
+			leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
 	}
 	if (E % 8) {
-		out->status = XB_ES_BAD;
-		out->why = "misaligned E";
+		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
 	out->c_p = c_p;
 	identify(st, &p, out);
-	push(st, out, here, pc);
+	push(st, out, here, pc, true);
 	bool in_heap = E >= p.heap && E <= p.hend;
 	if (in_jit && !in_heap) {
 		/* JIT code running on the scheduler's own stack (fragments
 		 * outside any process), or the process was garbage collected
 		 * since the sample (its heap moved): the copy may still hold
 		 * the whole stack, down to beam_normal_exit. */
-		if (walk_copy_only(st, s, E, out)) {
+		if (walk_captured_only(st, E, out)) {
 			out->status = XB_ES_OK;
 			return;
 		}
@@ -448,27 +468,32 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			out->status = XB_ES_NO_PROCESS; /* a fragment outside any process */
 			return;
 		}
-		leaf_only(st, here, pc, true, out);
+		leaf_only(st, here, pc, XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
 	if (!in_heap) {
-		out->status = XB_ES_BAD;
-		out->why = "E outside the process stack";
+		/* E (exact: a register of the sample, or c_p->stop stored for
+		 * this call) is not in the heap we read: the process garbage
+		 * collected since the sample. */
+		leaf_only(st, here, pc, XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
-	/* Frames outside the copy are read live: make sure the process
-	 * is still the one running there. */
-	if (!current_matches(st, sched_no, c_p)) {
-		leaf_only(st, here, pc, false, out);
+	/* Frames not captured with the sample are read live: make sure the
+	 * process is still the one running there. */
+	if (!walk_captured_only(st, E, out) && !current_matches(st, out, sched_no, c_p)) {
+		leaf_only(st, here, pc, XB_PARTIAL_SWITCHED, out);
 		return;
 	}
-	out->read_ns = xb_now_ns();
+	if (out->complete || out->truncated) {
+		out->status = XB_ES_OK;
+		return;
+	}
 	if (xb_verbose >= 3)
 		xb_debug("jit: pc %llx (%s) in_jit %d E %llx stop %llx hend %llx rbp %llx\n",
 			 (unsigned long long)pc, here->name, in_jit, (unsigned long long)E,
 			 (unsigned long long)p.stop, (unsigned long long)p.hend,
 			 (unsigned long long)uw->regs[XB_PREG_BP]);
-	walk(st, s, E, p.hend, out);
+	walk(st, E, p.hend, out);
 	out->status = XB_ES_OK;
 }
 
@@ -605,21 +630,21 @@ static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, const s
 /* The stack of c_p under the BIF whose wrapper is at I (emu_in_bif);
  * false, with nothing done, when c_p no longer says this call (then the
  * registers are all there is: emu goes on as for any other sample). */
-static bool emu_bif_stack(struct xb_estate *st, const struct xb_sample *s, uint64_t c_p,
-			  const struct proc *p, uint64_t I, struct xb_estack *out)
+static bool emu_bif_stack(struct xb_estate *st, uint64_t c_p, const struct proc *p, uint64_t I,
+			  struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
 	uint64_t top, E = p->stop;
 	uint64_t mfa = I - (uint64_t)xb_off(vm, XB_F_MFA_ARITY) - 8;
 	const struct xb_code *caller = NULL;
+	uint64_t live_before = vm->mem.live_reads;
 	if (p->i == I && p->current == mfa && E % 8 == 0 && E >= p->heap && E + 8 <= p->hend &&
-	    xb_read_u64(&vm->mem, E, &top) == 0 && xb_is_cp(top))
+	    sread(st, out, E, &top, 8) == 0 && xb_is_cp(top))
 		caller = xb_codemap_find(st->cm, top - 1);
 	if (!caller || caller->kind != XB_CODE_FUNCTION)
 		return false;
-	out->read_ns = xb_now_ns();
 	/* The caller from the word just checked, the rest from above it. */
-	finish_live(st, s, c_p, p, caller, top, E + 8, out);
+	finish(st, c_p, p, caller, p->exact && vm->mem.live_reads == live_before, top, E + 8, out);
 	return true;
 }
 
@@ -719,12 +744,13 @@ static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct calle
  * emu/macros.tab).  Anything else means E no longer points at this
  * process's stack top: a garbage collection moved the stack and the
  * allocator handed the old block back as the new heap. */
-static bool emu_stack_top_ok(struct xb_estate *st, uint64_t E, const struct proc *p)
+static bool emu_stack_top_ok(struct xb_estate *st, struct xb_estack *out, uint64_t E,
+			     const struct proc *p)
 {
 	uint64_t top;
 	if (E + 8 > p->hend)
 		return true; /* nothing above E to read */
-	if (xb_read_u64(&st->vm->mem, E, &top) < 0)
+	if (sread(st, out, E, &top, 8) < 0)
 		return false;
 	if (top == XB_NIL)
 		return true;
@@ -732,8 +758,8 @@ static bool emu_stack_top_ok(struct xb_estate *st, uint64_t E, const struct proc
 	return c && c->kind == XB_CODE_FUNCTION;
 }
 
-static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
-		int sched_no, struct xb_estack *out)
+static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
+		struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
 	uint64_t c_p = 0, c_p_reg = 0, E, I;
@@ -747,10 +773,10 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* In a BIF called through its wrapper the sample's own c_p and I
 	 * say which process ran which BIF, whatever runs there now. */
 	struct callee callee = emu_callee(vm, uw);
-	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(vm, c_p_reg, &p) == 0 &&
-	    emu_bif_stack(st, s, c_p_reg, &p, I, out))
+	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(st, out, c_p_reg, &p) == 0 &&
+	    emu_bif_stack(st, c_p_reg, &p, I, out))
 		return;
-	bool have = sched_no > 0 && sched_current(vm, 's', sched_no, &c_p) == 0;
+	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
 	if (have && c_p == 0 && !have_reg) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
 		return;
@@ -766,16 +792,24 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	bool switched = have && have_reg && c_p_reg != c_p;
 	if (!have || switched)
 		c_p = c_p_reg;
-	if (read_proc(vm, c_p, &p) < 0) {
+	if (read_proc(st, out, c_p, &p) < 0) {
+		/* The process is gone or changed past recognition; the
+		 * sampled I (a register) still names what ran. */
+		const struct xb_code *here = emu_current(st, uw, &I);
+		if (here) {
+			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
+			return;
+		}
 		out->status = have ? XB_ES_STALE : XB_ES_BAD;
 		out->why = "c_p is not a process";
 		return;
 	}
-	out->read_ns = xb_now_ns();
 	/* In a NIF, I and E are in c_p (emu_in_nif); elsewhere in registers. */
+	bool here_exact = true;
 	const struct xb_code *here = emu_in_nif(st, &callee, &p, &I);
 	if (here) {
 		E = p.stop;
+		here_exact = p.exact;
 	} else {
 		here = emu_current(st, uw, &I);
 		if (!here) {
@@ -784,14 +818,16 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			return;
 		}
 		if (!reg(uw, st->regs.E, &E)) {
-			out->status = XB_ES_BAD;
-			out->why = "E not recovered";
+			out->c_p = c_p;
+			identify(st, &p, out);
+			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
 	}
 	if (E % 8) {
-		out->status = XB_ES_BAD;
-		out->why = "E not recovered";
+		out->c_p = c_p;
+		identify(st, &p, out);
+		leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
 	/* Switched out since the sample: when the sample was in a call from
@@ -807,13 +843,13 @@ static void emu(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	/* The process was switched out, or its heap (and the stack at its
 	 * end) moved in a garbage collection since the sample: the stack E
 	 * pointed to is gone, but I still names what ran. */
-	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, E, &p)) {
+	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, out, E, &p)) {
 		out->c_p = c_p;
 		identify(st, &p, out);
-		leaf_only(st, here, I, !switched, out);
+		leaf_only(st, here, I, switched ? XB_PARTIAL_SWITCHED : XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
-	finish_live(st, s, c_p, &p, here, I, E, out);
+	finish(st, c_p, &p, here, here_exact, I, E, out);
 }
 
 /* A dirty scheduler between jobs is in erts_schedule (or its own loop),
@@ -835,25 +871,24 @@ static bool dirty_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
 /* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
  * on behalf of a process that is not executing Erlang code meanwhile: its
  * c_p->stop and c_p->i were saved when it left the normal scheduler. */
-static void dirty(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
-		  char kind, int no, struct xb_estack *out)
+static void dirty(struct xb_estate *st, const struct xb_unwind *uw, char kind, int no,
+		  struct xb_estack *out)
 {
 	if (dirty_scheduling(st, uw))
 		return; /* native only */
 	struct xb_vm *vm = st->vm;
 	uint64_t c_p, I;
 	struct proc p;
-	if (sched_current(vm, kind, no, &c_p) < 0) {
+	if (sched_current(st, out, kind, no, &c_p) < 0) {
 		xb_debug("dirty %s scheduler %d: %s\n", kind == 'c' ? "CPU" : "I/O", no, xb_err());
 		return; /* native only */
 	}
-	if (c_p == 0 || read_proc(vm, c_p, &p) < 0 || xb_off(vm, XB_F_PROC_I) < 0)
+	if (c_p == 0 || read_proc(st, out, c_p, &p) < 0 || xb_off(vm, XB_F_PROC_I) < 0)
 		return; /* no process: native only */
 	I = p.i;
-	out->read_ns = xb_now_ns();
 	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8)
 		return;
-	finish_live(st, s, c_p, &p, lookup(st, I), I, p.stop, out);
+	finish(st, c_p, &p, lookup(st, I), p.exact, I, p.stop, out);
 }
 
 void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
@@ -861,10 +896,10 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 {
 	out->status = XB_ES_NO_PROCESS;
 	out->why = NULL;
-	out->n = 0;
+	out->n = out->nexact = 0;
 	out->unresolved = 0;
 	out->truncated = false;
-	out->remote_stack = false;
+	out->live_read = false;
 	out->complete = false;
 	out->partial = false;
 	out->read_ns = 0;
@@ -872,7 +907,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->pid[0] = out->regname[0] = 0;
 	if (uw->stop != XB_UW_REACHED_ERLANG) {
 		if (uw->stop == XB_UW_END && (kind == 'c' || kind == 'i') && sched_no > 0)
-			dirty(st, s, uw, kind, sched_no, out);
+			dirty(st, uw, kind, sched_no, out);
 		if (out->status != XB_ES_OK)
 			out->n = 0;
 		return; /* otherwise a native-only stack */
@@ -882,7 +917,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	if (st->vm->flavor == XB_FLAVOR_JIT)
 		jit(st, s, uw, sched_no, out);
 	else
-		emu(st, s, uw, sched_no, out);
+		emu(st, uw, sched_no, out);
 	if (out->status != XB_ES_OK)
 		out->n = 0;
 }

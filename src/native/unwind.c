@@ -3,16 +3,10 @@
 #define _GNU_SOURCE
 #include "xb/unwind.h"
 #include "xb/common.h"
+#include "xb/regs.h"
 
 #include <dwarf.h>
 #include <string.h>
-
-/* perf register number for each x86-64 DWARF register 0..16. */
-static const int dw2perf[17] = {
-	XB_PREG_AX,  XB_PREG_DX,  XB_PREG_CX,  XB_PREG_BX,  XB_PREG_SI,  XB_PREG_DI,
-	XB_PREG_BP,  XB_PREG_SP,  XB_PREG_R8,  XB_PREG_R9,  XB_PREG_R10, XB_PREG_R11,
-	XB_PREG_R12, XB_PREG_R13, XB_PREG_R14, XB_PREG_R15, XB_PREG_IP,
-};
 
 /* State for the blocked-thread variant. */
 static __thread struct {
@@ -70,7 +64,7 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 		       dwfl_thread_state_registers(thread, 16, 1, &regs[16]);
 	}
 	for (int i = 0; i < 17; i++)
-		regs[i] = u->cur->regs[dw2perf[i]];
+		regs[i] = u->cur->regs[xb_dw2perf[i]];
 	return dwfl_thread_state_registers(thread, 0, 17, regs);
 }
 
@@ -103,8 +97,8 @@ static void take_regs(Dwfl_Frame *state, struct xb_unwind *out)
 	for (unsigned i = 0; i < 17; i++) {
 		Dwarf_Word v;
 		if (dwfl_frame_reg(state, i, &v) == 0) {
-			out->regs[dw2perf[i]] = v;
-			out->regs_valid |= 1u << dw2perf[i];
+			out->regs[xb_dw2perf[i]] = v;
+			out->regs_valid |= 1u << xb_dw2perf[i];
 		}
 	}
 }

@@ -3,6 +3,8 @@
 #include "xb/profile.h"
 #include "xb/common.h"
 
+#include <stdio.h>
+
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,7 +178,7 @@ size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struc
 		if (mode == XB_FLAT_LEAF) {
 			id = s->ids[0];
 		} else {
-			if (s->nnative >= s->n)
+			if (s->nnative >= s->n || p->names[s->ids[s->nnative]].kind == XB_FK_MARK)
 				continue; /* no Erlang frame */
 			id = s->ids[s->nnative];
 		}
@@ -212,37 +214,92 @@ bool xb_blame_match(const char *fn, const char *sym)
 	return false;
 }
 
-size_t xb_profile_blame(const struct xb_profile *p, const char *fn, struct xb_row **rows,
+size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
 			uint64_t *matched, uint64_t *no_erlang)
 {
-	uint64_t *per = calloc(p->nnames ? p->nnames : 1, sizeof(*per));
-	bool *hit = calloc(p->nnames ? p->nnames : 1, sizeof(*hit));
+	size_t nnames = p->nnames;
 	*rows = NULL;
 	*matched = *no_erlang = 0;
-	if (!per || !hit) {
-		free(per);
+	bool *hit = calloc(nnames ? nnames : 1, sizeof(*hit));
+	if (!hit)
+		return 0;
+	for (size_t i = 0; i < nnames; i++)
+		hit[i] = (p->names[i].kind == XB_FK_NATIVE || p->names[i].kind == XB_FK_JIT) &&
+			 xb_blame_match(fn, p->names[i].name);
+	/* Samples with no Erlang frame to name get a row that says why, so
+	 * that the rows account for every matching sample: the mark at
+	 * their root ("[callers unknown]": Erlang code called it but its
+	 * stack could not be read; "[dirty: process unknown]", ...), else
+	 * "[no Erlang code above]" (a thread not running Erlang code). */
+	uint32_t none = xb_profile_intern(p, XB_NO_ERLANG, XB_MARK_TAG, XB_FK_MARK);
+	uint64_t *per = calloc(p->nnames ? p->nnames : 1, sizeof(*per));
+	if (!per) {
 		free(hit);
 		return 0;
 	}
-	for (size_t i = 0; i < p->nnames; i++)
-		hit[i] = (p->names[i].kind == XB_FK_NATIVE || p->names[i].kind == XB_FK_JIT) &&
-			 xb_blame_match(fn, p->names[i].name);
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
 		bool found = false;
 		for (uint32_t k = 0; k < s->nnative && !found; k++)
-			found = hit[s->ids[k]];
+			found = s->ids[k] < nnames && hit[s->ids[k]];
 		if (!found)
 			continue;
 		*matched += s->count;
-		if (s->nnative >= s->n) {
+		uint32_t row = none;
+		if (s->nnative < s->n && p->names[s->ids[s->nnative]].kind != XB_FK_MARK)
+			row = s->ids[s->nnative];
+		else if (s->n && p->names[s->ids[s->n - 1]].kind == XB_FK_MARK)
+			row = s->ids[s->n - 1];
+		if (row == none || p->names[row].kind == XB_FK_MARK)
 			*no_erlang += s->count;
-			continue;
-		}
-		per[s->ids[s->nnative]] += s->count;
+		per[row] += s->count;
 	}
 	size_t n = collect(p, per, rows);
 	free(per);
 	free(hit);
 	return n;
+}
+
+int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct xb_profile *dst)
+{
+	xb_profile_init(dst);
+	uint32_t *map = calloc(src->nnames ? src->nnames : 1, sizeof(*map));
+	uint32_t *ids = NULL;
+	size_t cap = 0;
+	int rc = 0;
+	if (!map)
+		return xb_fail("out of memory");
+	for (size_t i = 0; i < src->nnames; i++)
+		map[i] = UINT32_MAX;
+	for (size_t i = 0; i < src->nstacks && rc == 0; i++) {
+		const struct xb_stack *s = &src->stacks[i];
+		bool found = false;
+		for (uint32_t k = 0; k < s->nnative && !found; k++) {
+			const struct xb_fname *f = &src->names[s->ids[k]];
+			found = (f->kind == XB_FK_NATIVE || f->kind == XB_FK_JIT) && xb_blame_match(fn, f->name);
+		}
+		if (!found)
+			continue;
+		if (xb_grow((void **)&ids, &cap, s->n ? s->n : 1, sizeof(*ids)) < 0) {
+			rc = xb_fail("out of memory");
+			break;
+		}
+		for (uint32_t k = 0; k < s->n; k++) {
+			uint32_t id = s->ids[k];
+			if (map[id] == UINT32_MAX) {
+				const struct xb_fname *f = &src->names[id];
+				map[id] = xb_profile_intern(dst, f->name, f->tag, f->kind);
+				if (f->file && !dst->names[map[id]].file) {
+					dst->names[map[id]].file = strdup(f->file);
+					dst->names[map[id]].line = f->line;
+				}
+			}
+			ids[k] = map[id];
+		}
+		for (uint64_t c = 0; c < s->count && rc == 0; c++)
+			rc = xb_profile_add(dst, ids, s->n, s->nnative);
+	}
+	free(ids);
+	free(map);
+	return rc;
 }

@@ -18,7 +18,8 @@
 #include "xb/demangle.h"
 #include "xb/procmaps.h"
 #include "xb/profile.h"
-#include "xb/report.h"
+#include "xb/writers.h"
+#include "xb/session.h"
 #include "xb/sampler.h"
 #include "xb/release.h"
 #include "xb/term.h"
@@ -741,7 +742,7 @@ static void t_profile_flat_and_blame(void)
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	xb_report_folded(f, &p);
+	xb_write_folded(f, &p);
 	fclose(f);
 	CHECK(strstr(buf, "m:run/0;m:send_loop/2;copy_struct_x 3\n") &&
 	      strstr(buf, "m:run/0;m:hot/1 5\n"), "folded output: %s", buf);
@@ -769,13 +770,26 @@ static void t_format_pid_pixdata(void)
 	      "without the table's parameters the data is taken as is: %s", buf);
 }
 
-static void t_percentile(void)
+static void t_skid_histogram(void)
 {
-	uint64_t v[] = { 50, 10, 30, 40, 20 };
-	CHECK(xb_percentile(v, 5, 50) == 30, "p50");
-	CHECK(xb_percentile(v, 5, 100) == 50, "max");
-	CHECK(xb_percentile(v, 5, 0) == 10, "min");
-	CHECK(xb_percentile(v, 0, 50) == 0, "empty");
+	static struct xb_skid h;
+	memset(&h, 0, sizeof(h));
+	CHECK(xb_skid_percentile(&h, 50) == 0, "empty");
+	for (uint64_t v = 1; v <= 1000; v++)
+		xb_skid_add(&h, v);
+	uint64_t p50 = xb_skid_percentile(&h, 50), p90 = xb_skid_percentile(&h, 90);
+	uint64_t p99 = xb_skid_percentile(&h, 99), mx = xb_skid_percentile(&h, 100);
+	/* 8 buckets per power of two: within 12.5 % above the true value */
+	CHECK(p50 >= 500 && p50 <= 563, "p50 %llu", (unsigned long long)p50);
+	CHECK(p90 >= 900 && p90 <= 1000, "p90 %llu", (unsigned long long)p90);
+	CHECK(p99 >= 990 && p99 <= 1000, "p99 %llu", (unsigned long long)p99);
+	CHECK(mx == 1000 && h.max_us == 1000 && h.n == 1000, "max %llu", (unsigned long long)mx);
+	CHECK(p50 <= p90 && p90 <= p99 && p99 <= mx, "order");
+	xb_skid_add(&h, UINT64_MAX / 2); /* lands in the last bucket, no overflow */
+	CHECK(xb_skid_percentile(&h, 100) == UINT64_MAX / 2, "huge value");
+	memset(&h, 0, sizeof(h));
+	xb_skid_add(&h, 3);
+	CHECK(xb_skid_percentile(&h, 0) == 3 && xb_skid_percentile(&h, 100) == 3, "one small value exact");
 }
 
 /* ---- xb_demangle ------------------------------------------------------- */
@@ -861,7 +875,7 @@ int main(int argc, char **argv)
 	run_case("blame_match", t_blame_match);
 	run_case("sampler_parse", t_sampler_parse);
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
-	run_case("percentile", t_percentile);
+	run_case("skid_histogram", t_skid_histogram);
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	run_case("demangle_trim", t_demangle_trim);
 	run_case("demangle", t_demangle);

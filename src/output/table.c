@@ -1,0 +1,45 @@
+/* table.c - the flat table (default and --blame rows). */
+#define _GNU_SOURCE
+#include "xb/writers.h"
+
+#include <string.h>
+
+const char *xb_text_clean(const char *name, bool folded, char *buf, size_t len)
+{
+	size_t k = 0;
+	for (const unsigned char *c = (const unsigned char *)name; *c && k + 1 < len; c++) {
+		unsigned char ch = *c;
+		if (ch < 0x20 || ch == 0x7f)
+			ch = '?';
+		else if (folded && ch == ';')
+			ch = ':';
+		buf[k++] = (char)ch;
+	}
+	buf[k] = 0;
+	return buf;
+}
+
+void xb_write_processed(FILE *f, uint64_t processed, uint64_t received)
+{
+	fprintf(f, "processed %llu/%llu samples (%.1f%%)\n", (unsigned long long)processed,
+		(unsigned long long)received, received ? 100.0 * (double)processed / (double)received : 0.0);
+}
+
+void xb_write_rows(FILE *f, const struct xb_profile *p, const struct xb_row *rows, size_t n,
+		   size_t top, uint64_t denom)
+{
+	size_t w = 20;
+	char name[1024], tag[320];
+	for (size_t i = 0; i < n && i < top; i++) {
+		size_t l = strlen(p->names[rows[i].id].name);
+		if (l > w)
+			w = l < 100 ? l : 100;
+	}
+	for (size_t i = 0; i < n && i < top; i++) {
+		const struct xb_fname *fn = &p->names[rows[i].id];
+		fprintf(f, "%8llu  %-*s  %6.2f%%  %s\n", (unsigned long long)rows[i].count, (int)w,
+			xb_text_clean(fn->name, false, name, sizeof(name)),
+			denom ? 100.0 * (double)rows[i].count / (double)denom : 0.0,
+			xb_text_clean(fn->tag, false, tag, sizeof(tag)));
+	}
+}
