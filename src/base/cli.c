@@ -95,7 +95,7 @@ static void wants(const struct xb_opt *o, char *buf, size_t len)
 		snprintf(buf, len, "a whole number %s in %.0f..%.0f", o->arg ? o->arg : "", o->min, o->max);
 		break;
 	case XB_OPT_DOUBLE:
-		snprintf(buf, len, "a number %s in %g..%g", o->arg ? o->arg : "", o->min, o->max);
+		snprintf(buf, len, "a number %s in %.15g..%.15g", o->arg ? o->arg : "", o->min, o->max);
 		break;
 	case XB_OPT_CHOICE: {
 		size_t used = (size_t)snprintf(buf, len, "one of");

@@ -4,14 +4,15 @@
  *   erlang-write-perf-map [-o PATH|-] [--watch] [--no-fold] PID
  */
 #define _GNU_SOURCE
+#include "xb/cli.h"
 #include "xb/codemap.h"
+#include "xb/outfile.h"
 #include "xb/common.h"
 #include "xb/perfmap.h"
 #include "xb/version.h"
 #include "xb/vm.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,25 +26,34 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: erlang-write-perf-map [OPTIONS] PID\n"
-		"Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n"
-		"\n"
-		"  -o, --output PATH   write to PATH instead of /tmp/perf-PID.map ('-' = stdout)\n"
-		"  -w, --watch         rewrite the map whenever the VM loads code; stop when the\n"
-		"                      VM exits or on ^C\n"
-		"      --interval MS   how often --watch looks for new code (default 200)\n"
-		"      --no-fold       keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
-		"                      (a line-for-line copy of the VM's own +JPperf map)\n"
-		"  -v, --verbose       say what was found on stderr\n"
-		"  -h, --help          this help\n"
-		"      --version       print the version\n"
-		"\n"
-		"Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
-		"never paused: its memory is read with process_vm_readv(2).\n");
-}
+static const char *out_path;
+static bool watch, no_fold, help, version;
+static unsigned interval_ms = 200;
+
+static const struct xb_opt options[] = {
+	{ "output", 'o', XB_OPT_STR, &out_path, "PATH", "write to PATH instead of /tmp/perf-PID.map ('-' = stdout)" },
+	{ "watch", 'w', XB_OPT_FLAG, &watch, NULL,
+	  "rewrite the map whenever the VM loads code; stop when the\n"
+	  "VM exits or on ^C" },
+	{ "interval", 0, XB_OPT_UINT, &interval_ms, "MS", "how often --watch looks for new code (default 200)", 1,
+	  3600000 },
+	{ "no-fold", 0, XB_OPT_FLAG, &no_fold, NULL,
+	  "keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
+	  "(a line-for-line copy of the VM's own +JPperf map)" },
+	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "say what was found on stderr" },
+	{ "help", 'h', XB_OPT_FLAG, &help, NULL, "this help" },
+	{ "version", 0, XB_OPT_FLAG, &version, NULL, "print the version" },
+};
+
+static const struct xb_cli cli = {
+	.prog = "erlang-write-perf-map",
+	.usage = "[OPTIONS] PID",
+	.summary = "Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n",
+	.opts = options,
+	.nopts = XB_ARRAY_SIZE(options),
+	.epilog = "Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
+		  "never paused: its memory is read with process_vm_readv(2).\n",
+};
 
 /* Does the VM write PATH itself (+JPperf map)?  It keeps the file open:
  * look for it among the VM's file descriptors, which works whether or not
@@ -80,8 +90,8 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 	int rc;
 	if (strcmp(out, "-") == 0) {
 		rc = xb_perfmap_print(cm, stdout);
-		if (fflush(stdout) != 0)
-			rc = xb_fail("writing standard output: %m");
+		if (rc == 0)
+			rc = xb_flush_check(stdout, "standard output");
 	} else {
 		rc = xb_perfmap_write_file(cm, out);
 	}
@@ -99,40 +109,20 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "output", required_argument, 0, 'o' }, { "watch", no_argument, 0, 'w' },
-		{ "interval", required_argument, 0, 'i' }, { "no-fold", no_argument, 0, 'n' },
-		{ "verbose", no_argument, 0, 'v' },       { "help", no_argument, 0, 'h' },
-		{ "version", no_argument, 0, 'V' },       { 0, 0, 0, 0 },
-	};
-	const char *out = NULL;
-	bool watch = false;
-	unsigned flags = XB_CM_FOLD_PROLOGUE;
-	long interval_ms = 200;
-	int c;
-	opterr = 0; /* one line of our own instead of getopt's */
-	while ((c = getopt_long(argc, argv, "o:wvh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'w': watch = true; break;
-		case 'i':
-			interval_ms = strtol(optarg, NULL, 10);
-			if (interval_ms <= 0) {
-				fprintf(stderr, "erlang-write-perf-map: --interval wants a positive number of milliseconds\n");
-				return 2;
-			}
-			break;
-		case 'n': flags &= ~(unsigned)XB_CM_FOLD_PROLOGUE; break;
-		case 'v': xb_verbose++; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': printf("erlang-write-perf-map %s\n", XB_VERSION); return 0;
-		default:
-			fprintf(stderr, "erlang-write-perf-map: %s '%s'; see --help\n",
-				optopt && strchr("o", optopt) ? "option needs a value:" : "unknown option",
-				argv[optind - 1]);
-			return 2;
-		}
+	int first = xb_cli_parse(&cli, argc, argv);
+	if (first < 0)
+		return 2;
+	if (help) {
+		xb_cli_help(&cli, stdout);
+		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
 	}
+	if (version) {
+		printf("erlang-write-perf-map %s\n", XB_VERSION);
+		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
+	}
+	unsigned flags = no_fold ? 0 : XB_CM_FOLD_PROLOGUE;
+	const char *out = out_path;
+	int optind = first;
 	if (optind != argc - 1) {
 		fprintf(stderr, "erlang-write-perf-map: %s; usage: erlang-write-perf-map [-o PATH|-] [--watch] PID\n",
 			optind >= argc ? "missing PID" : "too many arguments");

@@ -30,23 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
+
 static int n_pass, n_fail;
 static const char *filter;
-static char fail_msg[2048];
-static int case_failed;
+char fail_msg[2048];
+int case_failed;
 
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond) && !case_failed) {                                   \
-			case_failed = 1;                                         \
-			int n_ = snprintf(fail_msg, sizeof(fail_msg), "line %d: ", \
-					  __LINE__);                             \
-			snprintf(fail_msg + n_, sizeof(fail_msg) - (size_t)n_,   \
-				 __VA_ARGS__);                                   \
-		}                                                                \
-	} while (0)
-
-static void run_case(const char *name, void (*fn)(void))
+void run_case(const char *name, void (*fn)(void))
 {
 	if (filter && !strstr(name, filter))
 		return;
@@ -879,6 +870,7 @@ int main(int argc, char **argv)
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	run_case("demangle_trim", t_demangle_trim);
 	run_case("demangle", t_demangle);
+	erlstack_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
