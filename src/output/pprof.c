@@ -6,9 +6,15 @@
  *   period_type  cpu/nanoseconds, period = the metadata's period_ns
  *   time_nanos, duration_nanos from the metadata; comments: the title,
  *   processed/received, --blame, the [truncated] note
- *   Function     one per frame used: name = system_name = the frame's name
- *                as shown (xb_display_name: valid UTF-8, no control
- *                characters); filename = the frame's source file when
+ *   Function     one per frame used: name = the frame's name as shown
+ *                (xb_display_name: valid UTF-8, no control characters);
+ *                system_name = the same for native, kernel and JIT frames
+ *                (symbols), none for Erlang, synthetic and group frames:
+ *                pprof takes a function whose system_name equals its name
+ *                for a demangled C++ symbol and "simplifies" it, cutting
+ *                "<...>" and "(...)" out of names holding < > [ ] or ::, so
+ *                "<0.80.0> worker" would read " worker" and "<0.81.0>"
+ *                "<unknown>"; filename = the frame's source file when
  *                known (--lines), else, for native and kernel frames, the
  *                native module (the tag without brackets: "beam.smp",
  *                "libc.so.6", "kernel"); Erlang, JIT, synthetic and group
@@ -301,7 +307,9 @@ static int build(struct pp *x, const struct xb_profile *p, const struct xb_out_m
 		Perftools__Profiles__Function *fu = &x->fun[k];
 		perftools__profiles__function__init(fu);
 		fu->id = x->fid[i];
-		fu->name = fu->system_name = strtab_add(&x->st, fn->name);
+		fu->name = strtab_add(&x->st, fn->name);
+		if (fn->kind == XB_FK_NATIVE || fn->kind == XB_FK_KERNEL || fn->kind == XB_FK_JIT)
+			fu->system_name = fu->name;
 		fu->filename = filename_of(x, fn);
 		if (fu->name < 0 || fu->filename < 0)
 			return -1;
