@@ -1,12 +1,13 @@
 /* format_bench.c - what writing each output format costs, for a profile
  * the size of a 60 s run of a 16-scheduler VM sampled at 997 Hz.
  *
- *   build/format_bench [--rounds N] [--stacks N] [--samples N] [--zipf S]
+ *   build/format_bench [--rounds N] [--stacks N] [--samples N] [--skew S]
  *                      [--seed S] [--dir DIR]
  *
- * Builds the profile with synth_big() (tests/tools/synth_profile.c:
- * 957,120 samples = 60 x 16 x 997, 40,000 distinct stacks of depth 20-60
- * by default), then, in each of 1 + N rounds (the first a warm-up), writes
+ * Builds the profile with synth_big() (tests/tools/synth_profile.c; by
+ * default 957,120 samples = 60 x 16 x 997 over 40,000 distinct stacks of
+ * depth 20-60, weighted as sampling would weight them), then, in each of
+ * 1 + N rounds (the first a warm-up), writes
  * every format once to a file in DIR (default /tmp), in an order shuffled
  * per round: the table (xb_profile_flat + the report rows), folded,
  * flame graph, speedscope, pprof; and filters the profile for --blame
@@ -82,11 +83,11 @@ int main(int argc, char **argv)
 	unsigned rounds = 7;
 	size_t nstacks = 40000;
 	uint64_t nsamples = 60ull * 16 * 997, seed = 1;
-	double zipf = 1.0;
+	double skew = 1.0;
 	const char *dir = "/tmp";
 	static const struct option longopts[] = {
 		{ "rounds", 1, 0, 'r' }, { "stacks", 1, 0, 'k' }, { "samples", 1, 0, 'n' },
-		{ "zipf", 1, 0, 'z' },   { "seed", 1, 0, 's' },   { "dir", 1, 0, 'd' },
+		{ "skew", 1, 0, 'z' },   { "seed", 1, 0, 's' },   { "dir", 1, 0, 'd' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -95,12 +96,12 @@ int main(int argc, char **argv)
 		case 'r': rounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'k': nstacks = strtoul(optarg, NULL, 10); break;
 		case 'n': nsamples = strtoull(optarg, NULL, 10); break;
-		case 'z': zipf = strtod(optarg, NULL); break;
+		case 'z': skew = strtod(optarg, NULL); break;
 		case 's': seed = strtoull(optarg, NULL, 10); break;
 		case 'd': dir = optarg; break;
 		default:
 			fprintf(stderr, "usage: format_bench [--rounds N] [--stacks N] [--samples N] "
-					"[--zipf S] [--seed S] [--dir DIR]\n");
+					"[--skew S] [--seed S] [--dir DIR]\n");
 			return 2;
 		}
 	}
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
 
 	struct xb_profile p;
 	double t0 = now_ms();
-	if (synth_big(&p, nstacks, nsamples, zipf, seed) < 0) {
+	if (synth_big(&p, nstacks, nsamples, skew, seed) < 0) {
 		fprintf(stderr, "format_bench: out of memory building the profile\n");
 		return 1;
 	}

@@ -34,8 +34,12 @@ struct xb_out_meta {
 
 /* Self-contained SVG: no external resources, inline script (zoom, search),
  * root at the bottom, children sorted by name, frames narrower than
- * XB_FLAME_MIN_FRACTION of all samples merged into their parent. */
+ * XB_FLAME_MIN_FRACTION of all samples merged into their parent.  Should
+ * the frames drawn still take more than about XB_FLAME_MAX_FRAME_BYTES,
+ * the minimum doubles until they do not (the legend says which minimum
+ * was used): any profile gives an SVG under 10 MB. */
 #define XB_FLAME_MIN_FRACTION 0.001
+#define XB_FLAME_MAX_FRAME_BYTES 9000000
 int xb_write_flamegraph(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m);
 
 /* speedscope file format (https://www.speedscope.app/file-format-schema.json),

@@ -70,6 +70,7 @@ struct xb_flame {
 	struct xb_flame_node *nodes; /* depth-first, children by rank */
 	size_t n;
 	uint64_t total;
+	double min_fraction;    /* as built */
 	uint32_t maxdepth;      /* of the nodes kept */
 	size_t merged_frames;   /* nodes left out as narrower than the minimum */
 	uint64_t merged_samples; /* their samples, now drawn as their parents' */

@@ -5,7 +5,10 @@
  * name order, a frame's own samples on its right.  Frames holding less
  * than XB_FLAME_MIN_FRACTION of all samples are not drawn: their samples
  * stay in their parent's width (flamegraph.pl's --minwidth), and the
- * legend says how many were merged.
+ * legend says how many were merged.  A profile whose frames would still
+ * take more than XB_FLAME_MAX_FRAME_BYTES (thousands of wide, deep
+ * stacks) gets a larger minimum, doubled until they fit; the legend says
+ * which.
  *
  * Each frame is
  *   <g class="KINDSHADE" data-x="X" data-w="W"><title>NAME (N samples, P%)</title>
@@ -71,6 +74,7 @@ int xb_flame_build(const struct xb_profile *p, double min_fraction, struct xb_fl
 	for (size_t i = 0; i < p->nstacks; i++)
 		total += p->stacks[i].count;
 	double min = min_fraction * (double)total;
+	fl->min_fraction = min_fraction;
 	if (push_node(fl, &cap, XB_FLAME_ROOT, 0, 0) < 0 ||
 	    xb_grow((void **)&path, &pcap, 1, sizeof(*path)) < 0)
 		goto fail;
@@ -383,8 +387,8 @@ static void put_frame(FILE *f, const struct xb_flame *fl, const struct xb_flame_
 	fputs("</g>\n", f);
 }
 
-static int write_svg(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m,
-		     const struct xb_flame *fl, char *const *disp)
+static void write_svg(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m,
+		      const struct xb_flame *fl, char *const *disp)
 {
 	char line[512], a[32], b[32];
 	const char *title = m->title ? m->title : "erlang-sample";
@@ -456,16 +460,16 @@ static int write_svg(FILE *f, const struct xb_profile *p, const struct xb_out_me
 	}
 	if (fl->merged_frames)
 		snprintf(line, sizeof(line),
-			 "%s frames narrower than %.1f%% of the samples are merged into their "
+			 "%s frames narrower than %g%% of the samples are merged into their "
 			 "parents (%s samples, %.2f%%)",
-			 thousands(fl->merged_frames, a, sizeof(a)), 100 * XB_FLAME_MIN_FRACTION,
+			 thousands(fl->merged_frames, a, sizeof(a)), 100 * fl->min_fraction,
 			 thousands(fl->merged_samples, b, sizeof(b)),
 			 fl->total ? 100.0 * (double)fl->merged_samples / (double)fl->total : 0.0);
 	else
 		snprintf(line, sizeof(line),
-			 "frames narrower than %.1f%% of the samples are merged into their parents "
+			 "frames narrower than %g%% of the samples are merged into their parents "
 			 "(none here)",
-			 100 * XB_FLAME_MIN_FRACTION);
+			 100 * fl->min_fraction);
 	put_text(f, PAD, legend_y + 18, " id=\"merged\" class=\"legend\"", line);
 	fputs("</g>\n<g id=\"frames\">\n", f);
 	if (fl->total)
@@ -478,14 +482,34 @@ static int write_svg(FILE *f, const struct xb_profile *p, const struct xb_out_me
 	put_text(f, WIDTH - PAD, height - 14, " id=\"matched\" text-anchor=\"end\"", "");
 	fputs(script, f);
 	fputs("</svg>\n", f);
-	return 0;
+}
+
+/* What the frames of FL will take in the SVG, about (put_frame: ~160
+ * bytes of markup, the name in the title, the label if one fits). */
+static uint64_t frame_bytes(const struct xb_profile *p, const struct xb_flame *fl)
+{
+	uint64_t b = 0;
+	double px_per_sample = fl->total ? (double)(WIDTH - 2 * PAD) / (double)fl->total : 0;
+	for (size_t i = 1; i < fl->n; i++) {
+		size_t len = strlen(p->names[fl->nodes[i].frame].name);
+		double chars = floor(((double)fl->nodes[i].total * px_per_sample - 6) / CHAR_W);
+		b += 160 + len;
+		if (chars >= 3)
+			b += 30 + (chars < (double)len ? (size_t)chars : len);
+	}
+	return b;
 }
 
 int xb_write_flamegraph(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m)
 {
 	struct xb_flame fl;
-	if (xb_flame_build(p, XB_FLAME_MIN_FRACTION, &fl) < 0)
-		return -1;
+	for (double min = XB_FLAME_MIN_FRACTION;; min *= 2) {
+		if (xb_flame_build(p, min, &fl) < 0)
+			return -1;
+		if (frame_bytes(p, &fl) <= XB_FLAME_MAX_FRAME_BYTES || min > 0.05)
+			break;
+		xb_flame_free(&fl);
+	}
 	/* Display names of the frames drawn. */
 	char **disp = calloc(p->nnames ? p->nnames : 1, sizeof(*disp));
 	int rc = -1;

@@ -425,21 +425,34 @@ def test_flamegraph_file():
     xs = {name: int(g.get("data-x")) for name, n, pct, g in titles}
     check(xs["app:a/1"] < xs["app:other/1"] < xs["app:tiny_parent/0"],
           "children of proc_lib:init_p_do_apply/3 not in name order")
+    notes = " ".join(t.text for t in root.iter(SVG_NS + "text") if t.get("class") == "note")
+    check("100 samples (0.95%) had deeper stacks, cut at --max-callchain-depth 128" in notes,
+          "the [truncated] note: %r" % notes)
     # Same profile, same bytes.
     again = write("flamegraph", name="again.svg")
     check(open(again, "rb").read() == text.encode(), "two runs gave different SVGs")
 
 
 def test_flamegraph_size_budget():
-    for zipf in ("1", "0"):
-        path = write("flamegraph", "--big", "50000", "--zipf", zipf, name="big-%s.svg" % zipf)
+    # Shaped like a real run (synth_big: 50,000 distinct stacks of depth
+    # 20-60 weighted as sampling would, or all alike), and the worst case
+    # (synth_wide: 50,400 distinct stacks, 900 or 600 chains of 60 frames
+    # each above 0.1 %): under 10 MB, the minimum width raised only when
+    # needed.
+    for opts, minimum in ((["--big", "50000", "--skew", "1"], "0.1%"),
+                          (["--big", "50000", "--skew", "0"], "0.1%"),
+                          (["--wide", "600"], "0.1%"), (["--wide", "900"], "0.2%")):
+        path = write("flamegraph", *opts, name="big.svg")
         size = os.path.getsize(path)
         root, _ = check_svg_file(path)
         nframes = len(root.find(".//%sg[@id='frames']" % SVG_NS))
-        log("50,000 distinct stacks (zipf %s): %.2f MB, %d frames drawn"
-            % (zipf, size / 1e6, nframes))
-        check(size < 10e6, "the SVG of 50,000 distinct stacks is %.1f MB" % (size / 1e6))
-        check(nframes > 100, "only %d frames drawn" % nframes)
+        merged = root.find(".//%stext[@id='merged']" % SVG_NS).text
+        log("%s: %.2f MB, %d frames drawn; %s" % (" ".join(opts), size / 1e6, nframes, merged))
+        check(size < 10e6, "%s: the SVG is %.1f MB" % (" ".join(opts), size / 1e6))
+        check("narrower than %s of the samples" % minimum in merged,
+              "%s: legend %r, want the minimum %s" % (" ".join(opts), merged, minimum))
+        if minimum == "0.1%":
+            check(nframes > 800, "%s: only %d frames drawn" % (" ".join(opts), nframes))
 
 
 def test_flamegraph_blame():
@@ -649,6 +662,25 @@ def test_flamegraph_in_chromium():
         check(details.startswith("app:b/1 (5,500 samples"), "details on hover: %r" % details)
     finally:
         driver.quit()
+
+
+# ---------------------------------------------------------------------------
+# an empty profile (--blame of a function no stack holds), determinism
+
+def test_empty_profile_and_same_bytes():
+    opts = ("--blame", "no_such_function")
+    doc = load_speedscope(write("speedscope", *opts, name="e.json"))
+    validate(speedscope_validator(), doc, "the empty speedscope file")
+    check(len(doc["profiles"]) == 1 and doc["profiles"][0]["samples"] == [] and
+          doc["profiles"][0]["endValue"] == 0, "empty profile: %r" % doc["profiles"])
+    out = go_pprof("-top", write("pprof", *opts, name="e.pb.gz"))
+    check("Type: cpu" in out, "go tool pprof on the empty profile", out)
+    root, _ = check_svg_file(write("flamegraph", *opts, name="e.svg"))
+    check(len(root.find(".//%sg[@id='frames']" % SVG_NS)) == 0 and
+          "no samples" in [t.text for t in root.iter(SVG_NS + "text")], "the empty flame graph")
+    for fmt in ("speedscope", "pprof"):
+        a, b = write(fmt, name="a." + fmt), write(fmt, name="b." + fmt)
+        check(open(a, "rb").read() == open(b, "rb").read(), "%s: two runs differ" % fmt)
 
 
 # ---------------------------------------------------------------------------

@@ -272,57 +272,113 @@ static void build_graph(struct xb_profile *p, struct graph *g)
 	}
 }
 
-int synth_big(struct xb_profile *p, size_t nstacks, uint64_t nsamples, double zipf, uint64_t seed)
+int synth_big(struct xb_profile *p, size_t nstacks, uint64_t nsamples, double skew, uint64_t seed)
 {
 	xb_profile_init(p);
 	rnd_state = seed;
 	struct graph *g = calloc(1, sizeof(*g));
-	if (!g)
+	double *prob = calloc(nstacks ? nstacks : 1, sizeof(*prob));
+	if (!g || !prob) {
+		free(g);
+		free(prob);
 		return -1;
+	}
 	build_graph(p, g);
 	uint32_t root[MAXD], ids[MAXD];
 	size_t tries = 0;
+	static const double entry_p[] = { .40, .25, .15, .10, .07, .03 };
+	static const double callee_p[] = { .8, .1, .05, .05 };
 	while (p->nstacks < nstacks && tries++ < nstacks * 20) {
+		/* pr: how likely this walk is, i.e. its share of a real run's
+		 * samples (entry, each call taken, the native tail). */
 		unsigned depth = 20 + rnd_below(41), n = 0;
 		unsigned e = rnd_below(100);
 		e = e < 40 ? 0 : e < 65 ? 1 : e < 80 ? 2 : e < 90 ? 3 : e < 97 ? 4 : 5;
+		double pr = entry_p[e];
 		for (unsigned k = 0; k < g->entrylen[e]; k++)
 			root[n++] = g->entry[e][k];
 		/* Native tail on 30 % of the stacks: a prefix of a chain. */
 		unsigned c = rnd_below(NNATIVE_CHAINS), nnat = 0;
-		if (rnd_below(10) < 3)
+		if (rnd_below(10) < 3) {
 			nnat = 1 + rnd_below(g->natlen[c]);
+			pr *= 0.3 / NNATIVE_CHAINS / g->natlen[c];
+		} else {
+			pr *= 0.7;
+		}
 		/* Erlang frames: a walk through the call graph from a
-		 * handler picked by the entry chain. */
+		 * handler picked by the entry chain; hot paths mostly take
+		 * the first callee. */
 		uint32_t cur = (uint32_t)((e * 7919u + rnd_below(40)) % NERL);
+		pr /= 40;
 		while (n + nnat < depth) {
 			root[n++] = g->erl[cur];
-			unsigned r = rnd_below(10);
-			cur = g->callee[cur][r < 5 ? 0 : r < 8 ? 1 : r < 9 ? 2 : 3];
+			unsigned r = rnd_below(20), k = r < 16 ? 0 : r < 18 ? 1 : r < 19 ? 2 : 3;
+			pr *= callee_p[k];
+			cur = g->callee[cur][k];
 		}
 		for (unsigned k = 0; k < nnat; k++)
 			root[n++] = g->nat[c][k];
 		for (unsigned k = 0; k < n; k++) /* innermost first */
 			ids[k] = root[n - 1 - k];
+		size_t before = p->nstacks;
 		if (xb_profile_add(p, ids, n, nnat) < 0) {
 			free(g);
+			free(prob);
 			return -1;
 		}
+		if (p->nstacks > before)
+			prob[before] = pr;
 	}
 	free(g);
-	/* Counts: at least 1 each, the rest by weight 1/(i+10)^zipf. */
+	/* Counts: at least 1 each, the rest by weight pr^skew. */
 	double wsum = 0;
 	for (size_t i = 0; i < p->nstacks; i++)
-		wsum += pow((double)i + 10, -zipf);
+		wsum += prob[i] = pow(prob[i], skew);
 	uint64_t spare = nsamples > p->nstacks ? nsamples - p->nstacks : 0, total = 0;
 	for (size_t i = 0; i < p->nstacks; i++) {
-		p->stacks[i].count = 1 + (uint64_t)((double)spare * pow((double)i + 10, -zipf) / wsum);
+		p->stacks[i].count = 1 + (uint64_t)((double)spare * prob[i] / wsum);
 		total += p->stacks[i].count;
 	}
+	free(prob);
 	if (p->nstacks && total < nsamples) {
 		p->stacks[0].count += nsamples - total;
 		total = nsamples;
 	}
 	p->total = total;
 	return 0;
+}
+
+int synth_wide(struct xb_profile *p, unsigned nchains, unsigned depth, unsigned tiny)
+{
+	xb_profile_init(p);
+	uint32_t *root = calloc(depth + 1, sizeof(*root)), *ids = calloc(depth + 1, sizeof(*ids));
+	char name[160];
+	int rc = -1;
+	if (!root || !ids)
+		goto out;
+	for (unsigned c = 0; c < nchains; c++) {
+		for (unsigned d = 0; d < depth; d++) {
+			snprintf(name, sizeof(name),
+				 "wide_application_module_%04u:a_long_descriptive_function_%02u/2", c, d);
+			root[d] = xb_profile_intern(p, name, "[Erlang]", XB_FK_ERLANG);
+		}
+		for (unsigned k = 0; k < depth; k++)
+			ids[k] = root[depth - 1 - k];
+		if (synth_add(p, ids, depth, 0, 1000) < 0)
+			goto out;
+		for (unsigned t = 0; t < tiny; t++) { /* a leaf off the chain at depth t % depth */
+			unsigned d = t % depth + 1;
+			snprintf(name, sizeof(name), "tiny_branch_%u/0", t);
+			ids[0] = xb_profile_intern(p, name, "[Erlang]", XB_FK_ERLANG);
+			for (unsigned k = 0; k < d; k++)
+				ids[1 + k] = root[d - 1 - k];
+			if (synth_add(p, ids, d + 1, 0, 1) < 0)
+				goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(root);
+	free(ids);
+	return rc;
 }

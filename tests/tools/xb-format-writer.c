@@ -3,11 +3,11 @@
  * consumers).
  *
  *   xb-format-writer [--groups] [--blame FN] [--big NSTACKS [--samples N]
- *                    [--zipf S] [--seed S]] FORMAT OUT
+ *                    [--skew S] [--seed S]] [--wide NCHAINS] FORMAT OUT
  *
  * FORMAT: table, folded, flamegraph, speedscope or pprof; OUT a file or
  * "-" for stdout.  The profile is synth_small() (tests/tools/synth_profile.c),
- * or synth_big() with --big.  Exit 0, or 1 with one line on stderr. */
+ * synth_big() with --big, or synth_wide(NCHAINS, 60, 55) with --wide.  Exit 0, or 1 with one line on stderr. */
 #define _GNU_SOURCE
 #include "synth_profile.h"
 #include "xb/common.h"
@@ -55,12 +55,13 @@ int main(int argc, char **argv)
 {
 	bool groups = false;
 	const char *blame = NULL;
-	size_t big = 0;
+	size_t big = 0, wide = 0;
 	uint64_t samples = 960000, seed = 1;
-	double zipf = 1.0;
+	double skew = 1.0;
 	static const struct option longopts[] = {
 		{ "groups", 0, 0, 'g' }, { "blame", 1, 0, 'b' }, { "big", 1, 0, 'B' },
-		{ "samples", 1, 0, 'n' }, { "zipf", 1, 0, 'z' },  { "seed", 1, 0, 's' },
+		{ "samples", 1, 0, 'n' }, { "skew", 1, 0, 'z' },  { "seed", 1, 0, 's' },
+		{ "wide", 1, 0, 'w' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -70,11 +71,12 @@ int main(int argc, char **argv)
 		case 'b': blame = optarg; break;
 		case 'B': big = strtoul(optarg, NULL, 10); break;
 		case 'n': samples = strtoull(optarg, NULL, 10); break;
-		case 'z': zipf = strtod(optarg, NULL); break;
+		case 'z': skew = strtod(optarg, NULL); break;
 		case 's': seed = strtoull(optarg, NULL, 10); break;
+		case 'w': wide = strtoul(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, PROG ": usage: " PROG " [--groups] [--blame FN] [--big N "
-					"[--samples N] [--zipf S] [--seed S]] FORMAT OUT\n");
+					"[--samples N] [--skew S] [--seed S]] [--wide N] FORMAT OUT\n");
 			return 2;
 		}
 	}
@@ -93,7 +95,10 @@ int main(int argc, char **argv)
 	}
 
 	struct xb_profile prof, filtered, *p = &prof;
-	if ((big ? synth_big(&prof, big, samples, zipf, seed) : synth_small(&prof, groups)) < 0) {
+	int built = wide  ? synth_wide(&prof, (unsigned)wide, 60, 55)
+		    : big ? synth_big(&prof, big, samples, skew, seed)
+			  : synth_small(&prof, groups);
+	if (built < 0) {
 		fprintf(stderr, PROG ": out of memory building the profile\n");
 		return 1;
 	}
@@ -105,7 +110,8 @@ int main(int argc, char **argv)
 		p = &filtered;
 	}
 	struct xb_out_meta meta = {
-		.title = big ? "xb-format-writer big synthetic profile" : "xb-format-writer synthetic profile",
+		.title = big || wide ? "xb-format-writer big synthetic profile"
+				     : "xb-format-writer synthetic profile",
 		.start_unix_ns = 1700000000ull * 1000000000ull,
 		.duration_ns = 10ull * 1000000000ull,
 		.period_ns = 1000000000ull / 997,
