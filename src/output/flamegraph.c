@@ -332,7 +332,7 @@ static void subtitle(const struct xb_out_meta *m, uint64_t total, char *buf, siz
 {
 	char a[32], b[32];
 	size_t o = 0;
-#define ADD(...) o += (size_t)snprintf(buf + o, o < size ? size - o : 0, __VA_ARGS__)
+#define ADD(...) o += (size_t)snprintf(buf + (o < size ? o : size), o < size ? size - o : 0, __VA_ARGS__)
 	if (m->received)
 		ADD("processed %s/%s samples (%.1f%%)", thousands(m->processed, a, sizeof(a)),
 		    thousands(m->received, b, sizeof(b)),

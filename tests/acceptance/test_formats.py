@@ -21,12 +21,10 @@ any format.
 - write errors: /dev/full fails every writer with one line.
 """
 
-import gzip
 import json
 import os
 import re
 import struct
-import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -528,6 +526,21 @@ def start_chromium(profile_dir):
     return webdriver.Chrome(service=service, options=opts)
 
 
+def wait_alert(driver, seconds=10):
+    """The page's prompt, once it is open."""
+    from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            alert = driver.switch_to.alert
+            alert.text  # raises while there is none
+            return alert
+        except NoAlertPresentException:
+            if time.monotonic() > deadline:
+                raise AssertionError("the search prompt did not open")
+            time.sleep(0.05)
+
+
 JS_FRAMES = """
 return Array.from(document.querySelectorAll('#frames > g')).map(function (g) {
   var r = g.querySelector('rect'), t = g.querySelector('text'), title = g.firstElementChild.textContent;
@@ -625,7 +638,7 @@ def test_flamegraph_in_chromium():
 
         # Search through the control: its prompt takes a regular expression.
         driver.find_element("id", "search").click()
-        alert = driver.switch_to.alert
+        alert = wait_alert(driver)
         alert.send_keys("app:(leaf|d)/")
         alert.accept()
         hits = driver.execute_script(
@@ -648,7 +661,7 @@ def test_flamegraph_in_chromium():
         # "/" opens the prompt too; Escape clears.
         webdriver = debian_module("selenium.webdriver", "python3-selenium")
         webdriver.ActionChains(driver).send_keys("/").perform()
-        driver.switch_to.alert.dismiss()
+        wait_alert(driver).dismiss()
         webdriver.ActionChains(driver).send_keys("\ue00c").perform()  # Escape
         check(driver.execute_script("return document.querySelectorAll('#frames > g.hit').length")
               == 0 and driver.find_element("id", "matched").text == "", "Escape did not clear")
