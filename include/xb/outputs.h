@@ -8,10 +8,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED };
+enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF };
+
+/* "table", "folded", ... <-> enum xb_format; xb_format_by_name -1 if none. */
+extern const char *const xb_format_names[]; /* NULL-terminated, enum order */
+int xb_format_by_name(const char *name);
+/* The format a file name's extension implies (.svg flamegraph,
+ * .speedscope.json or .json speedscope, .pb.gz or .pprof pprof, .folded or
+ * .txt folded), or -1. */
+int xb_format_by_extension(const char *path);
 
 struct xb_profile_sink_opts {
 	enum xb_format format;
+	const char *title; /* for the picture formats */
 	const char *blame; /* only samples whose native stack has this function */
 	size_t top;        /* table rows */
 	bool only_erlang;  /* table: count the innermost Erlang frame */

@@ -79,9 +79,12 @@ bool xb_blame_match(const char *fn, const char *sym);
  * Erlang frame. */
 size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
 			uint64_t *matched, uint64_t *no_erlang);
-/* The stacks of SRC whose native frames contain a frame FN matches
- * (xb_blame_match), whole (native frames included), into DST (initialised
- * here).  0, or -1 (out of memory). */
+/* --blame in stack formats (src/profile/blame_filter.c): DST (initialised
+ * here; free it with xb_profile_free) gets the whole stacks of SRC, with
+ * their counts, whose native part (the first nnative frames) holds a native
+ * or JIT frame that xb_blame_match(FN, name) accepts - the same samples
+ * xb_profile_blame() counts.  -1 (message set, DST empty) when memory runs
+ * out. */
 int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct xb_profile *dst);
 
 #endif

@@ -15,8 +15,9 @@
 
 #include <stdio.h>
 
-/* NAME with control characters (and DEL) replaced by '?', and, when
- * FOLDED, ';' by ':' (it separates frames there); into buf. */
+/* NAME as display text (xb_display_name_buf: valid UTF-8, control
+ * characters written out as \n, \xHH, ...), and, when FOLDED, ';' as ':'
+ * (it separates frames there); into buf. */
 const char *xb_text_clean(const char *name, bool folded, char *buf, size_t len);
 
 void xb_write_processed(FILE *f, uint64_t processed, uint64_t received);

@@ -108,7 +108,9 @@ int xb_outfile_commit(struct xb_outfile *o)
 int xb_flush_check(FILE *f, const char *what)
 {
 	errno = 0;
-	if (fflush(f) != 0 || ferror(f))
+	if (fflush(f) != 0)
 		return xb_fail("writing %s: %s", what, strerror(errno ? errno : EIO));
+	if (ferror(f))
+		return xb_fail("writing %s: write error", what);
 	return 0;
 }

@@ -5,6 +5,9 @@
 #include "xb/common.h"
 #include "xb/session.h"
 #include "xb/writers.h"
+#include "xb/output.h"
+
+#include <string.h>
 
 #include <stdlib.h>
 
@@ -39,6 +42,7 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 	struct profile_sink *ps = (struct profile_sink *)k;
 	if (ps->o.format == XB_FMT_TABLE)
 		return write_table(ps, s, out);
+	/* --blame in a stack format: the whole stacks of the matching samples. */
 	const struct xb_profile *p = &s->prof;
 	struct xb_profile filtered;
 	if (ps->o.blame) {
@@ -46,10 +50,67 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 			return -1;
 		p = &filtered;
 	}
-	int rc = xb_write_folded(out, p);
+	uint64_t per_thread_hz = s->o.period ? 0 : s->o.freq;
+	struct xb_out_meta m = {
+		.title = ps->o.title,
+		.start_unix_ns = s->start_unix_ns,
+		.duration_ns = (uint64_t)(s->elapsed_s * 1e9),
+		.period_ns = per_thread_hz ? 1000000000ull / per_thread_hz : 0,
+		.processed = s->st.processed,
+		.received = s->st.received,
+		.blame = ps->o.blame,
+		.max_depth = s->o.max_depth,
+	};
+	int rc;
+	switch (ps->o.format) {
+	case XB_FMT_FLAMEGRAPH:
+		rc = xb_write_flamegraph(out, p, &m);
+		break;
+	case XB_FMT_SPEEDSCOPE:
+		rc = xb_write_speedscope(out, p, &m);
+		break;
+	case XB_FMT_PPROF:
+		rc = xb_write_pprof(out, p, &m);
+		break;
+	default:
+		rc = xb_write_folded(out, p);
+	}
 	if (ps->o.blame)
 		xb_profile_free(&filtered);
 	return rc;
+}
+
+const char *const xb_format_names[] = { "table", "folded", "flamegraph", "speedscope", "pprof", NULL };
+
+int xb_format_by_name(const char *name)
+{
+	for (int i = 0; xb_format_names[i]; i++)
+		if (strcmp(xb_format_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+int xb_format_by_extension(const char *path)
+{
+	static const struct {
+		const char *ext;
+		enum xb_format fmt;
+	} exts[] = {
+		{ ".svg", XB_FMT_FLAMEGRAPH }, { ".speedscope.json", XB_FMT_SPEEDSCOPE },
+		{ ".json", XB_FMT_SPEEDSCOPE }, { ".pb.gz", XB_FMT_PPROF },
+		{ ".pprof", XB_FMT_PPROF },     { ".folded", XB_FMT_FOLDED },
+		{ ".txt", XB_FMT_FOLDED },
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(exts); i++)
+		if (ends_with(path, exts[i].ext))
+			return (int)exts[i].fmt;
+	return -1;
 }
 
 static void free_sink(struct xb_sink *k)

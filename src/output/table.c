@@ -1,21 +1,16 @@
 /* table.c - the flat table (default and --blame rows). */
 #define _GNU_SOURCE
 #include "xb/writers.h"
+#include "xb/output_util.h"
 
 #include <string.h>
 
 const char *xb_text_clean(const char *name, bool folded, char *buf, size_t len)
 {
-	size_t k = 0;
-	for (const unsigned char *c = (const unsigned char *)name; *c && k + 1 < len; c++) {
-		unsigned char ch = *c;
-		if (ch < 0x20 || ch == 0x7f)
-			ch = '?';
-		else if (folded && ch == ';')
-			ch = ':';
-		buf[k++] = (char)ch;
-	}
-	buf[k] = 0;
+	xb_display_name_buf(name, buf, len);
+	if (folded)
+		for (char *c = buf; (c = strchr(c, ';')); c++)
+			*c = ':'; /* ';' separates frames there */
 	return buf;
 }
 

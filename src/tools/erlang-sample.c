@@ -53,7 +53,6 @@ static int parse_reg(const char *arg, void *dst)
 	return 0;
 }
 
-static const char *const formats[] = { "table", "folded", NULL };
 static const char *const captures[] = { "auto", "bpf", "perf", NULL };
 
 static struct opts o = {
@@ -113,11 +112,15 @@ static const struct xb_opt options[] = {
 	  "a cut stack has a '[truncated]' root", 1, 1024 },
 	{ "only-erlang", 0, XB_OPT_FLAG, &o.only_erlang, NULL, "count the innermost Erlang frame of each sample" },
 	{ "format", 0, XB_OPT_CHOICE, &o.format, "FORMAT",
-	  "table (default) or folded: one 'root;...;leaf COUNT'\n"
-	  "line per stack", .choices = formats },
+	  "table (default), folded ('root;...;leaf COUNT' lines for\n"
+	  "flame graph tools), flamegraph (a self-contained SVG:\n"
+	  "zoom, search), speedscope (JSON for speedscope.app) or\n"
+	  "pprof (gzipped profile.proto for go tool pprof)", .choices = xb_format_names },
 	{ "output", 'o', XB_OPT_STR, &o.output, "FILE",
 	  "write the result to FILE (written in full, then renamed\n"
-	  "into place; a symbolic link there is refused)" },
+	  "into place; a symbolic link there is refused); without\n"
+	  "--format its extension picks the format: .svg, .json or\n"
+	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt" },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
@@ -223,9 +226,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --check is a mode of its own; drop --pstack/--blame\n");
 		return 2;
 	}
-	enum xb_format fmt = XB_FMT_TABLE;
-	if (o.format && strcmp(o.format, "folded") == 0)
-		fmt = XB_FMT_FOLDED;
+	enum xb_format fmt = o.format ? (enum xb_format)xb_format_by_name(o.format) : XB_FMT_TABLE;
+	int by_ext = o.output ? xb_format_by_extension(o.output) : -1;
+	if (!o.format && by_ext >= 0 && !o.pstack && !o.check)
+		fmt = (enum xb_format)by_ext;
+	else if (o.format && by_ext >= 0 && by_ext != (int)fmt) {
+		fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or make them agree\n",
+			o.format, o.output, xb_format_names[by_ext]);
+		return 2;
+	}
 	if (o.pstack && o.format && fmt != XB_FMT_TABLE) {
 		fprintf(stderr, PROG ": --pstack prints stacks as text; drop --format %s\n", o.format);
 		return 2;
@@ -288,8 +297,11 @@ int main(int argc, char **argv)
 		struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
 		k = xb_pstack_sink_new(&po);
 	} else {
-		struct xb_profile_sink_opts po = { .format = fmt, .blame = o.blame, .top = o.top,
-						   .only_erlang = o.only_erlang };
+		static char title[160]; /* the sink keeps it until it writes */
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
+			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
+		struct xb_profile_sink_opts po = { .format = fmt, .title = title, .blame = o.blame,
+						   .top = o.top, .only_erlang = o.only_erlang };
 		k = xb_profile_sink_new(&po);
 	}
 	if (!k) {

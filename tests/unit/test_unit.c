@@ -16,6 +16,8 @@
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/demangle.h"
+#include "xb/output.h"
+#include "xb/output_util.h"
 #include "xb/procmaps.h"
 #include "xb/profile.h"
 #include "xb/writers.h"
@@ -29,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+#include "profile.pb-c.h" /* generated from vendor/pprof/profile.proto */
 
 #include "unit.h"
 
@@ -833,6 +838,406 @@ static void t_demangle(void)
 	CHECK(d == tiny && strlen(tiny) == 7, "short buffer: \"%s\"", d);
 }
 
+/* ---- output formats (src/output/, src/aggregate/blame_filter.c) -------- */
+
+static void t_utf8_next(void)
+{
+	static const struct {
+		const char *s;
+		size_t len, took;
+		uint32_t cp;
+	} cases[] = {
+		{ "A", 1, 1, 'A' },
+		{ "\xc3\xa9", 2, 2, 0xe9 },
+		{ "\xe2\x82\xac", 3, 3, 0x20ac },
+		{ "\xf0\x9f\x98\x80", 4, 4, 0x1f600 },
+		{ "\xc0\x80", 2, 1, 0xfffd },         /* overlong NUL */
+		{ "\xe0\x80\x80", 3, 1, 0xfffd },     /* overlong */
+		{ "\xed\xa0\x80", 3, 1, 0xfffd },     /* a surrogate */
+		{ "\xf4\x90\x80\x80", 4, 1, 0xfffd }, /* > U+10FFFF */
+		{ "\xe2\x82", 2, 2, 0xfffd },         /* truncated: its valid prefix */
+		{ "\xe2\x82" "A", 3, 2, 0xfffd },
+		{ "\xff", 1, 1, 0xfffd },
+		{ "\x80", 1, 1, 0xfffd },
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(cases); i++) {
+		uint32_t cp = 0;
+		size_t took = xb_utf8_next(cases[i].s, cases[i].len, &cp);
+		CHECK(took == cases[i].took && cp == cases[i].cp, "case %zu: took %zu cp U+%04X, want %zu U+%04X",
+		      i, took, (unsigned)cp, cases[i].took, (unsigned)cases[i].cp);
+	}
+}
+
+static void expect_display(const char *in, const char *want)
+{
+	char *d = xb_display_name(in);
+	CHECK(d && strcmp(d, want) == 0, "display(\"%s\") = \"%s\", want \"%s\"", in, d ? d : "(null)", want);
+	free(d);
+}
+
+static void t_display_name(void)
+{
+	expect_display("app:leaf/1", "app:leaf/1");
+	expect_display("a\tb\nc\r\x01\x7f", "a\\tb\\nc\\r\\x01\\x7f");
+	expect_display("bad\xff\xfe" "name", "bad\xef\xbf\xbd\xef\xbf\xbdname");
+	expect_display("nel\xc2\x85", "nel\\u0085"); /* a C1 control */
+	expect_display("'\xc3\xbcn\xc3\xaf':f/0", "'\xc3\xbcn\xc3\xaf':f/0");
+	expect_display("", "");
+}
+
+static char *capture(void (*fn)(FILE *, const char *), const char *arg)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	fn(f, arg);
+	fclose(f);
+	return buf;
+}
+
+static void put_xml_all(FILE *f, const char *s)
+{
+	xb_put_xml(f, s, strlen(s));
+}
+
+static void t_xml_escape(void)
+{
+	char *x = capture(put_xml_all, "a<b>&\"'c");
+	CHECK(strcmp(x, "a&lt;b&gt;&amp;&quot;&apos;c") == 0, "got %s", x);
+	free(x);
+	x = capture(put_xml_all, "plain");
+	CHECK(strcmp(x, "plain") == 0, "got %s", x);
+	free(x);
+}
+
+static void t_json_string(void)
+{
+	char *j = capture(xb_put_json_string, "q\"\\\n\x01\x7f\xff\xc3\xa9/");
+	CHECK(strcmp(j, "\"q\\\"\\\\\\u000a\\u0001\\u007f\xef\xbf\xbd\xc3\xa9/\"") == 0, "got %s", j);
+	free(j);
+	j = capture(xb_put_json_string, "");
+	CHECK(strcmp(j, "\"\"") == 0, "got %s", j);
+	free(j);
+	j = capture(xb_put_json_string, "\xe2\x82"); /* truncated at the end */
+	CHECK(strcmp(j, "\"\xef\xbf\xbd\"") == 0, "got %s", j);
+	free(j);
+}
+
+static void t_fit_text(void)
+{
+	bool cut;
+	CHECK(xb_fit_text("app:leaf/1", 20, &cut) == 10 && !cut, "fits");
+	CHECK(xb_fit_text("app:leaf/1", 10, &cut) == 10 && !cut, "fits exactly");
+	CHECK(xb_fit_text("app:leaf/1", 9, &cut) == 7 && cut, "cut to 7 + ..");
+	CHECK(xb_fit_text("app:leaf/1", 3, &cut) == 1 && cut, "a..");
+	CHECK(xb_fit_text("app:leaf/1", 2, &cut) == 0 && !cut, "nothing under 3 characters");
+	CHECK(xb_fit_text("ab", 2, &cut) == 2 && !cut, "short names still fit");
+	/* Characters, not bytes: "ünïcødé" is 7 characters, 11 bytes. */
+	const char *u = "\xc3\xbcn\xc3\xaf" "c\xc3\xb8" "d\xc3\xa9";
+	CHECK(xb_fit_text(u, 7, &cut) == strlen(u) && !cut, "7 characters fit in 7");
+	CHECK(xb_fit_text(u, 5, &cut) == 5 && cut, "3 characters (5 bytes) + ..: %zu",
+	      xb_fit_text(u, 5, &cut));
+}
+
+/* Intern in reverse alphabetical order: the writers must not care. */
+static void t_output_order(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t c = xb_profile_intern(&p, "c", "[Erlang]", XB_FK_ERLANG);
+	uint32_t b = xb_profile_intern(&p, "b", "[Erlang]", XB_FK_ERLANG);
+	uint32_t a = xb_profile_intern(&p, "a", "[Erlang]", XB_FK_ERLANG);
+	uint32_t s0[] = { c, a }, s1[] = { b, a }, s2[] = { a }, s3[] = { a, c };
+	xb_profile_add(&p, s0, 2, 0); /* a;c */
+	xb_profile_add(&p, s1, 2, 0); /* a;b */
+	xb_profile_add(&p, s2, 1, 0); /* a */
+	xb_profile_add(&p, s3, 2, 0); /* c;a */
+	uint32_t *rank, *order;
+	CHECK(xb_out_order(&p, &rank, &order) == 0, "order failed");
+	CHECK(rank[a] == 0 && rank[b] == 1 && rank[c] == 2, "ranks %u %u %u", rank[a], rank[b], rank[c]);
+	CHECK(order[0] == 2 && order[1] == 1 && order[2] == 0 && order[3] == 3,
+	      "order %u %u %u %u (want a, a;b, a;c, c;a)", order[0], order[1], order[2], order[3]);
+	free(rank);
+	free(order);
+	xb_profile_free(&p);
+}
+
+static void add_n(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative, int count)
+{
+	for (int i = 0; i < count; i++)
+		xb_profile_add(p, ids, n, nnative);
+}
+
+static void t_flame_merge_narrow(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t e = xb_profile_intern(&p, "e", "[Erlang]", XB_FK_ERLANG);
+	uint32_t d = xb_profile_intern(&p, "d", "[Erlang]", XB_FK_ERLANG);
+	uint32_t c = xb_profile_intern(&p, "c", "[Erlang]", XB_FK_ERLANG);
+	uint32_t b = xb_profile_intern(&p, "b", "[Erlang]", XB_FK_ERLANG);
+	uint32_t a = xb_profile_intern(&p, "a", "[Erlang]", XB_FK_ERLANG);
+	uint32_t sa[] = { a }, sab[] = { b, a }, sac[] = { c, a }, sd[] = { d }, sde[] = { e, d };
+	add_n(&p, sac, 2, 0, 5);
+	add_n(&p, sd, 1, 0, 1);
+	add_n(&p, sab, 2, 0, 3);
+	add_n(&p, sde, 2, 0, 1);
+	add_n(&p, sa, 1, 0, 2);
+	/* 12 samples; at 10 % (1.2 samples) e (1) goes, d (2) stays. */
+	struct xb_flame fl;
+	CHECK(xb_flame_build(&p, 0.1, &fl) == 0, "build failed");
+	static const struct {
+		const char *name;
+		uint32_t depth;
+		uint64_t x, total;
+	} want[] = { { "all", 0, 0, 12 }, { "a", 1, 0, 10 }, { "b", 2, 0, 3 }, { "c", 2, 3, 5 },
+		     { "d", 1, 10, 2 } };
+	CHECK(fl.n == XB_ARRAY_SIZE(want), "%zu nodes, want %zu", fl.n, XB_ARRAY_SIZE(want));
+	for (size_t i = 0; i < fl.n && i < XB_ARRAY_SIZE(want); i++) {
+		const struct xb_flame_node *nd = &fl.nodes[i];
+		const char *name = nd->frame == XB_FLAME_ROOT ? "all" : p.names[nd->frame].name;
+		CHECK(strcmp(name, want[i].name) == 0 && nd->depth == want[i].depth && nd->x == want[i].x &&
+			      nd->total == want[i].total,
+		      "node %zu: %s depth %u x %llu total %llu, want %s %u %llu %llu", i, name, nd->depth,
+		      (unsigned long long)nd->x, (unsigned long long)nd->total, want[i].name, want[i].depth,
+		      (unsigned long long)want[i].x, (unsigned long long)want[i].total);
+	}
+	CHECK(fl.total == 12 && fl.maxdepth == 2 && fl.merged_frames == 1 && fl.merged_samples == 1,
+	      "total %llu maxdepth %u merged %zu frames %llu samples", (unsigned long long)fl.total,
+	      fl.maxdepth, fl.merged_frames, (unsigned long long)fl.merged_samples);
+	xb_flame_free(&fl);
+	/* At 20 % (2.4 samples) d goes too, with e inside it: 2 frames, whose
+	 * 2 samples are now drawn as the root's. */
+	CHECK(xb_flame_build(&p, 0.2, &fl) == 0, "build failed");
+	CHECK(fl.n == 4 && fl.merged_frames == 2 && fl.merged_samples == 2 && fl.maxdepth == 2,
+	      "%zu nodes, merged %zu frames %llu samples", fl.n, fl.merged_frames,
+	      (unsigned long long)fl.merged_samples);
+	xb_flame_free(&fl);
+	/* Exactly at the minimum (25 % = 3 samples) stays: b. */
+	CHECK(xb_flame_build(&p, 0.25, &fl) == 0, "build failed");
+	CHECK(fl.n == 4 && fl.merged_frames == 2, "at the minimum: %zu nodes, merged %zu", fl.n,
+	      fl.merged_frames);
+	xb_flame_free(&fl);
+	/* Nothing narrow: the whole tree. */
+	CHECK(xb_flame_build(&p, 0, &fl) == 0 && fl.n == 6 && fl.merged_frames == 0, "%zu nodes", fl.n);
+	xb_flame_free(&fl);
+	xb_profile_free(&p);
+}
+
+static void t_blame_filter(void)
+{
+	struct xb_profile p, q;
+	xb_profile_init(&p);
+	uint32_t cs = xb_profile_intern(&p, "copy_struct_x", "[beam.smp]", XB_FK_NATIVE);
+	uint32_t snd = xb_profile_intern(&p, "m:send_loop/2", "[Erlang]", XB_FK_ERLANG);
+	uint32_t run = xb_profile_intern(&p, "m:run/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t hot = xb_profile_intern(&p, "m:hot/1", "[Erlang]", XB_FK_ERLANG);
+	uint32_t gcj = xb_profile_intern(&p, "global::garbage_collect", "[JIT]", XB_FK_JIT);
+	uint32_t gc = xb_profile_intern(&p, "m:gc/1", "[Erlang]", XB_FK_ERLANG);
+	uint32_t grp = xb_profile_intern(&p, "<0.80.0>", "[group]", XB_FK_GROUP);
+	p.names[run].file = strdup("m.erl");
+	p.names[run].line = 7;
+	uint32_t s1[] = { cs, snd, run, grp }, s2[] = { hot, run, grp }, s3[] = { gcj, gc, grp };
+	uint32_t s4[] = { cs, run }; /* copy_struct_x outside the native part: not a match */
+	add_n(&p, s1, 4, 1, 3);
+	add_n(&p, s2, 3, 0, 5);
+	add_n(&p, s3, 3, 1, 2);
+	add_n(&p, s4, 2, 0, 4);
+	CHECK(xb_profile_filter_blame(&p, "copy_struct", &q) == 0, "filter failed");
+	CHECK(q.nstacks == 1 && q.total == 3 && q.stacks[0].count == 3 && q.stacks[0].n == 4 &&
+		      q.stacks[0].nnative == 1,
+	      "copy_struct: %zu stacks, %llu samples", q.nstacks, (unsigned long long)q.total);
+	if (q.nstacks == 1) {
+		const struct xb_stack *s = &q.stacks[0];
+		CHECK(strcmp(q.names[s->ids[0]].name, "copy_struct_x") == 0 &&
+			      strcmp(q.names[s->ids[2]].name, "m:run/0") == 0 &&
+			      q.names[s->ids[3]].kind == XB_FK_GROUP,
+		      "the whole stack, innermost first");
+		CHECK(q.names[s->ids[2]].file && strcmp(q.names[s->ids[2]].file, "m.erl") == 0 &&
+			      q.names[s->ids[2]].line == 7,
+		      "file and line copied");
+	}
+	struct xb_row *rows;
+	uint64_t matched, noerl;
+	xb_profile_blame(&p, "copy_struct", &rows, &matched, &noerl);
+	CHECK(matched == q.total, "the same samples as xb_profile_blame: %llu vs %llu",
+	      (unsigned long long)matched, (unsigned long long)q.total);
+	free(rows);
+	xb_profile_free(&q);
+	/* The JIT alias of erts_garbage_collect. */
+	CHECK(xb_profile_filter_blame(&p, "erts_garbage_collect", &q) == 0 && q.nstacks == 1 &&
+		      q.total == 2,
+	      "erts_garbage_collect: %zu stacks, %llu samples", q.nstacks, (unsigned long long)q.total);
+	xb_profile_free(&q);
+	CHECK(xb_profile_filter_blame(&p, "no_such_fn", &q) == 0 && q.nstacks == 0 && q.total == 0 &&
+		      q.nnames == 0,
+	      "no match: an empty profile");
+	xb_profile_free(&q);
+	xb_profile_free(&p);
+}
+
+/* A profile with names that need escaping in every format. */
+static void nasty_profile(struct xb_profile *p)
+{
+	xb_profile_init(p);
+	uint32_t w = xb_profile_intern(p, "app:'we;ird<&>\"\n\t'/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t bad = xb_profile_intern(p, "bad\xff\x01]]>name", "[Erlang]", XB_FK_ERLANG);
+	uint32_t gc = xb_profile_intern(p, "erts_garbage_collect_nobump", "[beam.smp]", XB_FK_NATIVE);
+	uint32_t sw = xb_profile_intern(p, "sweep_one_heap", "[beam.smp]", XB_FK_NATIVE);
+	p->names[sw].file = strdup("erl_gc.c");
+	p->names[sw].line = 1234;
+	uint32_t s1[] = { w, bad }, s2[] = { sw, gc, bad };
+	add_n(p, s1, 2, 0, 3);
+	add_n(p, s2, 3, 2, 2);
+}
+
+static void t_writers_full_disk(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "t", .period_ns = 1000000 };
+	int (*const fns[])(FILE *, const struct xb_profile *, const struct xb_out_meta *) = {
+		xb_write_flamegraph, xb_write_speedscope, xb_write_pprof
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fns); i++) {
+		FILE *f = fopen("/dev/full", "w");
+		CHECK(f != NULL, "cannot open /dev/full");
+		if (!f)
+			break;
+		int rc = fns[i](f, &p, &m);
+		fclose(f);
+		CHECK(rc == -1 && strstr(xb_err(), "writing the") && strstr(xb_err(), "No space left"),
+		      "writer %zu: rc %d, message \"%s\"", i, rc, xb_err());
+	}
+	xb_profile_free(&p);
+}
+
+static char *write_mem(int (*fn)(FILE *, const struct xb_profile *, const struct xb_out_meta *),
+		       const struct xb_profile *p, const struct xb_out_meta *m, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	int rc = fn(f, p, m);
+	fclose(f);
+	if (rc < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void t_flamegraph_escaped(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "title <&> \x02", .blame = "erts_gc<" };
+	size_t n1, n2;
+	char *a = write_mem(xb_write_flamegraph, &p, &m, &n1);
+	char *b = write_mem(xb_write_flamegraph, &p, &m, &n2);
+	CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0, "two writes differ");
+	if (a) {
+		for (size_t i = 0; i < n1; i++) {
+			unsigned char c = (unsigned char)a[i];
+			CHECK(c >= 0x20 || c == '\n', "raw control 0x%02x at byte %zu", c, i);
+			CHECK(c != 0xff, "invalid UTF-8 at byte %zu", i);
+		}
+		CHECK(strstr(a, "app:&apos;we;ird&lt;&amp;&gt;&quot;\\n\\t&apos;/0 (3 samples"),
+		      "escaped name missing");
+		CHECK(strstr(a, "bad\xef\xbf\xbd\\x01]]&gt;name"), "invalid UTF-8 not replaced");
+		CHECK(!strstr(a, "<&>") && !strstr(a, "href") && !strstr(a, "url("),
+		      "raw name or an external reference");
+		CHECK(strstr(a, "title &lt;&amp;&gt; \\x02"), "title not escaped");
+		/* Only the script's CDATA section ends with "]]>". */
+		const char *s = strstr(a, "]]>"), *t = s ? strstr(s + 3, "]]>") : NULL;
+		CHECK(s && t && !strstr(t + 3, "]]>"), "a name closed a CDATA section");
+	}
+	free(a);
+	free(b);
+	xb_profile_free(&p);
+}
+
+static int gunzip(const char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+		return -1;
+	size_t cap = 1 << 16;
+	*out = malloc(cap);
+	*outlen = 0;
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)n;
+	int rc;
+	do {
+		if (*outlen == cap)
+			*out = realloc(*out, cap *= 2);
+		zs.next_out = *out + *outlen;
+		zs.avail_out = (uInt)(cap - *outlen);
+		rc = inflate(&zs, Z_NO_FLUSH);
+		*outlen = cap - zs.avail_out;
+	} while (rc == Z_OK);
+	inflateEnd(&zs);
+	return rc == Z_STREAM_END ? 0 : -1;
+}
+
+static void t_pprof_round_trip(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "t", .period_ns = 1003009, .start_unix_ns = 17, .duration_ns = 5 };
+	size_t n;
+	char *gz = write_mem(xb_write_pprof, &p, &m, &n);
+	unsigned char *raw = NULL;
+	size_t rawlen = 0;
+	CHECK(gz && n > 18 && (unsigned char)gz[0] == 0x1f && (unsigned char)gz[1] == 0x8b, "not gzip");
+	CHECK(gz && gunzip(gz, n, &raw, &rawlen) == 0, "gunzip failed");
+	Perftools__Profiles__Profile *pb =
+		raw ? perftools__profiles__profile__unpack(NULL, rawlen, raw) : NULL;
+	CHECK(pb != NULL, "protobuf-c cannot unpack it");
+	if (pb) {
+		char **st = pb->string_table;
+		CHECK(pb->n_string_table > 0 && strcmp(st[0], "") == 0, "string_table[0] is not \"\"");
+		CHECK(pb->n_sample_type == 2 && strcmp(st[pb->sample_type[0]->type], "samples") == 0 &&
+			      strcmp(st[pb->sample_type[0]->unit], "count") == 0 &&
+			      strcmp(st[pb->sample_type[1]->type], "cpu") == 0 &&
+			      strcmp(st[pb->sample_type[1]->unit], "nanoseconds") == 0,
+		      "sample types");
+		CHECK(pb->period_type && strcmp(st[pb->period_type->type], "cpu") == 0 && pb->period == 1003009 &&
+			      pb->time_nanos == 17 && pb->duration_nanos == 5,
+		      "period, time");
+		CHECK(pb->n_sample == 2 && pb->n_location == 4 && pb->n_function == 4, "%zu samples %zu locations",
+		      pb->n_sample, pb->n_location);
+		for (size_t i = 0; i < pb->n_sample; i++) {
+			Perftools__Profiles__Sample *s = pb->sample[i];
+			CHECK(s->n_value == 2 && s->value[1] == s->value[0] * 1003009, "values");
+			/* leaf first: the first location's function is the leaf */
+			uint64_t loc = s->location_id[0];
+			const char *leaf = NULL, *file = NULL;
+			for (size_t k = 0; k < pb->n_location; k++)
+				if (pb->location[k]->id == loc)
+					for (size_t j = 0; j < pb->n_function; j++)
+						if (pb->function[j]->id == pb->location[k]->line[0]->function_id) {
+							leaf = st[pb->function[j]->name];
+							file = st[pb->function[j]->filename];
+						}
+			if (s->value[0] == 2)
+				CHECK(leaf && strcmp(leaf, "sweep_one_heap") == 0 && strcmp(file, "erl_gc.c") == 0,
+				      "GC sample's leaf %s (%s)", leaf ? leaf : "?", file ? file : "?");
+			else
+				CHECK(leaf && strcmp(leaf, "app:'we;ird<&>\"\\n\\t'/0") == 0 && strcmp(file, "") == 0,
+				      "other sample's leaf %s", leaf ? leaf : "?");
+		}
+		for (size_t j = 0; j < pb->n_function; j++)
+			if (strcmp(st[pb->function[j]->name], "erts_garbage_collect_nobump") == 0)
+				CHECK(strcmp(st[pb->function[j]->filename], "beam.smp") == 0,
+				      "a native frame's filename is its module");
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	free(raw);
+	free(gz);
+	xb_profile_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	filter = argc > 1 ? argv[1] : NULL;
@@ -870,6 +1275,17 @@ int main(int argc, char **argv)
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	run_case("demangle_trim", t_demangle_trim);
 	run_case("demangle", t_demangle);
+	run_case("utf8_next", t_utf8_next);
+	run_case("display_name", t_display_name);
+	run_case("xml_escape", t_xml_escape);
+	run_case("json_string", t_json_string);
+	run_case("fit_text", t_fit_text);
+	run_case("output_order", t_output_order);
+	run_case("flame_merge_narrow", t_flame_merge_narrow);
+	run_case("blame_filter", t_blame_filter);
+	run_case("writers_full_disk", t_writers_full_disk);
+	run_case("flamegraph_escaped_deterministic", t_flamegraph_escaped);
+	run_case("pprof_round_trip", t_pprof_round_trip);
 	erlstack_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
