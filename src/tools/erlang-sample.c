@@ -26,6 +26,7 @@
 #include <string.h>
 
 #define PROG "erlang-sample"
+#define MAX_OUTPUTS 6
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig)
@@ -39,7 +40,8 @@ struct opts {
 	size_t top;
 	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime;
 	double pstack_wait;
-	const char *blame, *format, *output, *capture;
+	const char *blame, *format, *capture;
+	struct xb_strlist outputs;
 	int force_reg[3];
 	struct xb_session_opts s;
 };
@@ -116,11 +118,13 @@ static const struct xb_opt options[] = {
 	  "flame graph tools), flamegraph (a self-contained SVG:\n"
 	  "zoom, search), speedscope (JSON for speedscope.app) or\n"
 	  "pprof (gzipped profile.proto for go tool pprof)", .choices = xb_format_names },
-	{ "output", 'o', XB_OPT_STR, &o.output, "FILE",
+	{ "output", 'o', XB_OPT_LIST, &o.outputs, "FILE",
 	  "write the result to FILE (written in full, then renamed\n"
-	  "into place; a symbolic link there is refused); without\n"
-	  "--format its extension picks the format: .svg, .json or\n"
-	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt" },
+	  "into place; a symbolic link there is refused); its\n"
+	  "extension picks the format: .svg, .json or\n"
+	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt\n"
+	  "(others: --format, else the table).  Repeat -o to\n"
+	  "write several formats of the same samples" },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
@@ -157,15 +161,16 @@ static const struct xb_cli cli = {
 };
 
 /* Is there any function FN matches (xb_blame_match) in the VM's modules
- * or the JIT's named code?  If not, up to a few names that contain FN
- * (or share its first word) go to CLOSE. */
+ * or the JIT's named code?  If not, the names that share the longest
+ * prefix with FN (at least 4 characters) go to CLOSE, best first. */
 static bool blame_target_exists(struct xb_session *s, const char *fn, char *close, size_t clen)
 {
+	enum { NCLOSE = 3 };
+	struct {
+		char name[128];
+		size_t lcp;
+	} best[NCLOSE] = { 0 };
 	char d[512];
-	size_t used = 0, nclose = 0;
-	char stem[64];
-	snprintf(stem, sizeof(stem), "%s", fn);
-	stem[strcspn(stem, "_*?[")] = 0;
 	close[0] = 0;
 	for (size_t i = 0; i < s->cm.n; i++)
 		if (xb_blame_match(fn, s->cm.v[i].name))
@@ -179,12 +184,26 @@ static bool blame_target_exists(struct xb_session *s, const char *fn, char *clos
 			const char *name = xb_demangle(m->byaddr[i].name, d, sizeof(d));
 			if (xb_blame_match(fn, name))
 				return true;
-			if (nclose < 5 && strlen(stem) >= 4 && strstr(name, stem) && used + strlen(name) + 3 < clen) {
-				used += (size_t)snprintf(close + used, clen - used, "%s%s", nclose ? ", " : "", name);
-				nclose++;
+			size_t l = 0;
+			while (fn[l] && fn[l] == name[l])
+				l++;
+			if (l < 4 || strlen(name) >= sizeof(best[0].name))
+				continue;
+			for (int k = 0; k < NCLOSE; k++) {
+				if (strcmp(best[k].name, name) == 0)
+					break;
+				if (l > best[k].lcp) {
+					memmove(&best[k + 1], &best[k], (NCLOSE - 1 - (size_t)k) * sizeof(best[0]));
+					snprintf(best[k].name, sizeof(best[k].name), "%s", name);
+					best[k].lcp = l;
+					break;
+				}
 			}
 		}
 	}
+	size_t used = 0;
+	for (int k = 0; k < NCLOSE && best[k].lcp && used < clen; k++)
+		used += (size_t)snprintf(close + used, clen - used, "%s%s", k ? ", " : "", best[k].name);
 	return false;
 }
 
@@ -193,6 +212,76 @@ static int fail(struct xb_session *s, int code)
 	fprintf(stderr, PROG ": %s\n", xb_err());
 	xb_session_close(s);
 	return code;
+}
+
+/* One result: where it goes and in which format. */
+struct output {
+	const char *path; /* NULL: standard output */
+	enum xb_format fmt;
+	struct xb_outfile of;
+	FILE *f;
+};
+
+/* The outputs the options ask for: every -o FILE (its format from its
+ * extension, else --format, else the table), or standard output.  0, or 2
+ * after one line on stderr. */
+static int plan_outputs(struct output *outs, size_t *nouts)
+{
+	enum xb_format fmt = o.format ? (enum xb_format)xb_format_by_name(o.format) : XB_FMT_TABLE;
+	*nouts = 0;
+	if (!o.outputs.n) {
+		outs[(*nouts)++] = (struct output){ .fmt = fmt, .f = stdout };
+		return 0;
+	}
+	if ((o.pstack || o.check) && o.outputs.n > 1) {
+		fprintf(stderr, PROG ": --%s writes one result; pass one -o\n", o.pstack ? "pstack" : "check");
+		return 2;
+	}
+	if (o.outputs.n > MAX_OUTPUTS) {
+		fprintf(stderr, PROG ": at most %d -o outputs\n", MAX_OUTPUTS);
+		return 2;
+	}
+	for (size_t i = 0; i < o.outputs.n; i++) {
+		const char *path = o.outputs.v[i];
+		int by_ext = xb_format_by_extension(path);
+		enum xb_format f = fmt;
+		if (by_ext >= 0 && !o.pstack && !o.check) {
+			if (o.format && by_ext != (int)fmt) {
+				fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or "
+						    "make them agree\n", o.format, path, xb_format_names[by_ext]);
+				return 2;
+			}
+			f = (enum xb_format)by_ext;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(o.outputs.v[j], path) == 0) {
+				fprintf(stderr, PROG ": -o %s given twice\n", path);
+				return 2;
+			}
+		outs[(*nouts)++] = (struct output){ .path = path, .fmt = f };
+	}
+	return 0;
+}
+
+static void abort_outputs(struct output *outs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (outs[i].path && outs[i].f)
+			xb_outfile_abort(&outs[i].of);
+}
+
+/* Write every result in full, then put them in place; -1 on the first error. */
+static int commit_outputs(struct output *outs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = outs[i].path ? xb_outfile_commit(&outs[i].of) : xb_flush_check(stdout, "standard output");
+		outs[i].f = NULL;
+		if (r < 0) {
+			abort_outputs(outs + i + 1, n - i - 1);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -226,19 +315,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --check is a mode of its own; drop --pstack/--blame\n");
 		return 2;
 	}
-	enum xb_format fmt = o.format ? (enum xb_format)xb_format_by_name(o.format) : XB_FMT_TABLE;
-	int by_ext = o.output ? xb_format_by_extension(o.output) : -1;
-	if (!o.format && by_ext >= 0 && !o.pstack && !o.check)
-		fmt = (enum xb_format)by_ext;
-	else if (o.format && by_ext >= 0 && by_ext != (int)fmt) {
-		fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or make them agree\n",
-			o.format, o.output, xb_format_names[by_ext]);
+	if ((o.pstack || o.check) && o.format && strcmp(o.format, "table") != 0) {
+		fprintf(stderr, PROG ": --%s prints text; drop --format %s\n", o.pstack ? "pstack" : "check",
+			o.format);
 		return 2;
 	}
-	if (o.pstack && o.format && fmt != XB_FMT_TABLE) {
-		fprintf(stderr, PROG ": --pstack prints stacks as text; drop --format %s\n", o.format);
-		return 2;
-	}
+	struct output outs[MAX_OUTPUTS];
+	size_t nouts;
+	int prc = plan_outputs(outs, &nouts);
+	if (prc)
+		return prc;
 	o.s.force_reg[0] = o.force_reg[0];
 	o.s.force_reg[1] = o.force_reg[1];
 	o.s.force_reg[2] = o.force_reg[2];
@@ -258,19 +344,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* The output is opened once the VM is attached (bad input never
-	 * leaves a file behind) and written in full before it replaces
+	/* Outputs are opened once the VM is attached (bad input never leaves
+	 * a file behind) and each is written in full before it replaces
 	 * anything. */
-	struct xb_outfile of;
-	FILE *out = stdout;
-	if (o.output) {
-		if (xb_outfile_open(&of, o.output, 0644, 0) < 0)
+	for (size_t i = 0; i < nouts; i++) {
+		if (!outs[i].path)
+			continue;
+		if (xb_outfile_open(&outs[i].of, outs[i].path, 0644, 0) < 0) {
+			abort_outputs(outs, i);
 			return fail(&s, 1);
-		out = of.f;
+		}
+		outs[i].f = outs[i].of.f;
 	}
 	int rc = 0;
 	if (o.check) {
-		rc = xb_check(&s.vm, out) ? 1 : 0;
+		rc = xb_check(&s.vm, outs[0].f) ? 1 : 0;
 		goto write;
 	}
 	if (xb_session_start(&s, &o.s) < 0)
@@ -286,29 +374,31 @@ int main(int argc, char **argv)
 					? "; a stripped beam names only its exported functions: install "
 					  "its debug symbols to blame internal ones"
 					: "");
-			if (o.output)
-				xb_outfile_abort(&of);
+			abort_outputs(outs, nouts);
 			xb_session_close(&s);
 			return 2;
 		}
 	}
-	struct xb_sink *k;
-	if (o.pstack) {
-		struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
-		k = xb_pstack_sink_new(&po);
-	} else {
-		static char title[160]; /* the sink keeps it until it writes */
-		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
-			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
-		struct xb_profile_sink_opts po = { .format = fmt, .title = title, .blame = o.blame,
-						   .top = o.top, .only_erlang = o.only_erlang };
-		k = xb_profile_sink_new(&po);
+	static char title[160]; /* the sinks keep it until they write */
+	snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
+		 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
+	/* One sink per output, in the order of the outputs. */
+	for (size_t i = 0; i < nouts; i++) {
+		struct xb_sink *k;
+		if (o.pstack) {
+			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
+			k = xb_pstack_sink_new(&po);
+		} else {
+			struct xb_profile_sink_opts po = { .format = outs[i].fmt, .title = title, .blame = o.blame,
+							   .top = o.top, .only_erlang = o.only_erlang };
+			k = xb_profile_sink_new(&po);
+		}
+		if (!k) {
+			xb_fail("out of memory");
+			goto failed;
+		}
+		xb_session_add_sink(&s, k);
 	}
-	if (!k) {
-		xb_fail("out of memory");
-		goto failed;
-	}
-	xb_session_add_sink(&s, k);
 	if (xb_verbose)
 		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
 				 "%zu threads; %zu code entries; capture %s (%s); drain loop %s\n",
@@ -326,26 +416,34 @@ int main(int argc, char **argv)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 
-	for (size_t i = 0; i < s.nsinks; i++)
-		if (s.sinks[i]->ops->write && s.sinks[i]->ops->write(s.sinks[i], &s, out) < 0)
+	for (size_t i = 0; i < s.nsinks && i < nouts; i++)
+		if (s.sinks[i]->ops->write && s.sinks[i]->ops->write(s.sinks[i], &s, outs[i].f) < 0)
 			goto failed;
-	if (o.skid_summary)
-		xb_session_report_skid(&s, fmt != XB_FMT_TABLE && !o.output ? stderr : out);
+	if (o.skid_summary) {
+		/* after the table, or on stderr when the result is not text */
+		FILE *sf = stderr;
+		for (size_t i = 0; i < nouts; i++)
+			if (outs[i].fmt == XB_FMT_TABLE) {
+				sf = outs[i].f;
+				break;
+			}
+		xb_session_report_skid(&s, sf);
+	}
 	xb_session_report_stats(&s, stderr);
 	if (s.vm_exited)
 		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
 			pid, s.elapsed_s);
 write:
-	if (o.output ? xb_outfile_commit(&of) < 0 : xb_flush_check(stdout, "standard output") < 0) {
-		o.output = NULL; /* nothing left to abort */
-		goto failed;
+	if (commit_outputs(outs, nouts) < 0) {
+		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_session_close(&s);
+		return 1;
 	}
 	xb_session_close(&s);
 	return rc;
 failed:
 	fprintf(stderr, PROG ": %s\n", xb_err());
-	if (o.output)
-		xb_outfile_abort(&of);
+	abort_outputs(outs, nouts);
 	xb_session_close(&s);
 	return 1;
 }
