@@ -46,7 +46,7 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 		a->freq = 1;
 		a->sample_freq = s->o.freq;
 	}
-	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 			 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 	if (s->o.include_kernel) {
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
@@ -283,6 +283,9 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 	TAKE(pidtid, 8);
 	out->tid = (pid_t)pidtid[1];
 	TAKE(&out->time_ns, 8);
+	uint32_t cpu_res[2]; /* PERF_SAMPLE_CPU: { u32 cpu, res; } */
+	TAKE(cpu_res, 8);
+	out->cpu = (int)cpu_res[0];
 	if (callchain) {
 		uint64_t nr;
 		TAKE(&nr, 8);

@@ -689,6 +689,7 @@ static void t_sampler_parse(void)
 	n += put64(rec + n, 0x1234);                      /* ip */
 	n += put64(rec + n, (uint64_t)77 << 32 | 66);     /* pid 66, tid 77 */
 	n += put64(rec + n, 999);                         /* time */
+	n += put64(rec + n, 1);                           /* cpu 1, res 0 */
 	n += put64(rec + n, 2);                           /* PERF_SAMPLE_REGS_ABI_64 */
 	for (int r = 0; r < 17; r++)                      /* AX..IP, R8..R15 */
 		n += put64(rec + n, 100 + (uint64_t)r);
@@ -698,7 +699,7 @@ static void t_sampler_parse(void)
 	n += put64(rec + n, 8);                           /* dyn_size */
 	struct xb_sample smp;
 	CHECK(xb_sampler_parse(rec, n, false, &smp) == 0, "parse failed");
-	CHECK(smp.ip == 0x1234 && smp.tid == 77 && smp.time_ns == 999, "header fields");
+	CHECK(smp.ip == 0x1234 && smp.tid == 77 && smp.time_ns == 999 && smp.cpu == 1, "header fields");
 	CHECK(smp.user && smp.regs[XB_PREG_AX] == 100 && smp.regs[XB_PREG_IP] == 108, "AX..IP");
 	CHECK(smp.regs[XB_PREG_R8] == 109 && smp.regs[XB_PREG_R15] == 116, "R8..R15");
 	CHECK(smp.regs[XB_PREG_FLAGS] == 0, "registers not sampled stay 0");
