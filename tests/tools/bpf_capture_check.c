@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bpf_capture_check: %s\n", xb_err());
 			return 1;
 		}
-		if (xb_codemap_build(vm, &c.cm, XB_CM_FOLD_PROLOGUE) < 0) {
+		if (!c.discard && xb_codemap_build(vm, &c.cm, XB_CM_FOLD_PROLOGUE) < 0) {
 			fprintf(stderr, "bpf_capture_check: code map: %s\n", xb_err());
 			return 1;
 		}
@@ -416,7 +416,7 @@ int main(int argc, char **argv)
 	}
 	xb_sampler_close(&s);
 	xb_bpf_close(c.bpf);
-	if (!perf)
+	if (!perf && !c.discard)
 		xb_codemap_free(&c.cm);
 	xb_vm_detach(vm);
 	return c.records ? 0 : 1;
