@@ -50,6 +50,8 @@ struct xb_bpf_cfg {
 /* Load the program.  -1 with xb_err() saying why BPF cannot be used and
  * naming the fix. */
 int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg);
+/* Name of XB_BPF_F_* flag bit I ("rsp_in_heap", ...), NULL past the last. */
+const char *xb_bpf_flag_name(unsigned i);
 /* Change the configuration while sampling (e.g. after re-reading the VM). */
 int xb_bpf_configure(struct xb_bpf *b, const struct xb_bpf_cfg *cfg);
 /* Capture samples of PERF_FD's thread TID: its thread-map entry
@@ -76,6 +78,9 @@ struct xb_bpf_stats {
 	uint64_t delivered, malformed; /* by xb_bpf_consume */
 	uint64_t run_ns, run_cnt; /* the kernel's run-time statistics (0 unless enabled) */
 	uint64_t verified_insns;  /* instructions the verifier went through (complexity) */
+	/* Delivered records with each XB_BPF_F_* flag (bit i -> flags[i]):
+	 * how E was found, tails cut or capped, faults (for -v). */
+	uint64_t flags[XB_BPF_NFLAGS];
 };
 /* Turn on the kernel's run-time statistics of BPF programs (as
  * kernel.bpf_stats_enabled=1 does, while this handle lives). */

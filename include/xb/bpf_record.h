@@ -53,14 +53,15 @@ typedef uint64_t xb_u64;
 #define XB_BPF_F_PROC_BAD (1u << 4)      /* heap/hend failed validation: no tail, no heap test */
 #define XB_BPF_F_RSP_IN_HEAP (1u << 5)   /* rsp in [heap, hend]: ustack is [rsp, hend) (JIT Erlang code) */
 #define XB_BPF_F_USTACK_CAPPED (1u << 6) /* ...and hend - rsp exceeded ustack_max */
-#define XB_BPF_F_E_FROM_REG (1u << 7)    /* E taken from cfg.E_reg (IP in process_main) */
+#define XB_BPF_F_E_FROM_REG (1u << 7)    /* E taken from cfg.E_reg (IP in process_main, value in [heap, hend]) */
 #define XB_BPF_F_E_FROM_ALT (1u << 8)    /* E taken from cfg.E_alt_reg (below c_p->stop) */
-#define XB_BPF_F_E_FROM_STOP (1u << 9)   /* E taken from c_p->stop */
+#define XB_BPF_F_E_FROM_STOP (1u << 9)   /* E taken from c_p->stop (none of the three: E unknown, tail = bottom of the stack area) */
 #define XB_BPF_F_ESTACK_CAPPED (1u << 10) /* hend - (E - margin) exceeded estack_max: the low end kept */
 #define XB_BPF_F_MARGIN_FAULT (1u << 11) /* a page below E's could not be read (never touched: harmless) */
 #define XB_BPF_F_ESTACK_CUT (1u << 12)   /* a page at or above E's could not be read: the tail ends there */
 #define XB_BPF_F_USTACK_CUT (1u << 13)   /* rsp in heap and [rsp, hend) could not all be read */
 #define XB_BPF_F_TAIL_FROM_HTOP (1u << 14) /* E not exact: the tail starts at c_p->htop (all of [htop, hend) fit) */
+#define XB_BPF_NFLAGS 15
 
 struct xb_bpf_rec {
 	xb_u32 magic;     /* XB_BPF_MAGIC */

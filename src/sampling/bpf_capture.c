@@ -36,6 +36,7 @@ struct xb_bpf {
 	void *arg;
 	int delivered;
 	uint64_t total_delivered, malformed;
+	uint64_t flags[XB_BPF_NFLAGS];
 };
 
 /* ---- libbpf's messages --------------------------------------------------
@@ -125,6 +126,12 @@ static bool has_cap(int cap)
 static int explain_load_failure(int err)
 {
 	err = err < 0 ? -err : err;
+	/* The verifier refuses with EACCES or EINVAL, after its log. */
+	if (lb_text && strstr(lb_text, "END PROG LOAD LOG")) {
+		char why[512];
+		verifier_reason(why, sizeof(why));
+		return xb_fail("the kernel refused the BPF program: %s", why);
+	}
 	if (err == EPERM || err == EACCES) {
 		bool bpf = has_cap(CAP_BPF) || has_cap(CAP_SYS_ADMIN);
 		bool perfmon = has_cap(CAP_PERFMON) || has_cap(CAP_SYS_ADMIN);
@@ -139,11 +146,6 @@ static int explain_load_failure(int err)
 		return xb_fail("kernel has no BPF ring buffer (needs Linux 5.8)");
 	if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) == 0)
 		return xb_fail("kernel cannot run BPF programs on perf events (CONFIG_BPF_EVENTS)");
-	if (lb_text && strstr(lb_text, "END PROG LOAD LOG")) {
-		char why[512];
-		verifier_reason(why, sizeof(why));
-		return xb_fail("the kernel refused the BPF program: %s", why);
-	}
 	/* Anything else: libbpf's own last words. */
 	char last[512] = "";
 	if (lb_text) {
@@ -338,6 +340,10 @@ static int on_record(void *ctx, void *data, size_t size)
 	}
 	b->delivered++;
 	b->total_delivered++;
+	uint32_t f;
+	memcpy(&f, (const uint8_t *)data + offsetof(struct xb_bpf_rec, flags), sizeof(f));
+	for (unsigned i = 0; i < XB_BPF_NFLAGS; i++)
+		b->flags[i] += (f >> i) & 1;
 	if (b->cb)
 		b->cb(&s, b->arg);
 	return 0;
@@ -370,6 +376,7 @@ int xb_bpf_stats(struct xb_bpf *b, struct xb_bpf_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->delivered = b->total_delivered;
 	st->malformed = b->malformed;
+	memcpy(st->flags, b->flags, sizeof(st->flags));
 	int ncpu = libbpf_num_possible_cpus();
 	if (ncpu <= 0)
 		return xb_fail("cannot count the CPUs");
@@ -393,6 +400,16 @@ int xb_bpf_stats(struct xb_bpf *b, struct xb_bpf_stats *st)
 		st->verified_insns = info.verified_insns;
 	}
 	return 0;
+}
+
+const char *xb_bpf_flag_name(unsigned i)
+{
+	static const char *const names[XB_BPF_NFLAGS] = {
+		"kernel_regs", "no_thread", "slot_fault", "proc_fault", "proc_bad", "rsp_in_heap",
+		"ustack_capped", "E_from_reg", "E_from_alt", "E_from_stop", "estack_capped",
+		"margin_fault", "estack_cut", "ustack_cut", "tail_from_htop",
+	};
+	return i < XB_BPF_NFLAGS ? names[i] : NULL;
 }
 
 static bool span_ok(uint64_t addr, uint64_t len)

@@ -209,6 +209,16 @@ __attribute__((noinline)) __u64 copy_tail(__u64 off, __u64 lo, __u64 hend, __u64
 	return (len & 0x1ffff) | ((first - lo) & 0x1ffff) << 17 | margin_fault << 34 | cut << 35;
 }
 
+/* Register number I (perf numbering) of the record, 0 for none. */
+static __always_inline __u64 reg(struct xb_bpf_rec *r, __s32 i)
+{
+	__u64 k = (__u64)(__s64)i;
+	OPAQUE(k);
+	if (k >= XB_BPF_NREGS)
+		return 0;
+	return r->regs[k];
+}
+
 /* A u64 at byte offset OFF of the process copy (0 when outside it). */
 static __always_inline __u64 field(struct scratch *s, __s32 off, __u64 len)
 {
@@ -340,32 +350,41 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 	if (!have_proc)
 		goto out;
 
-	/* The Erlang stack's tail, around the best E we have. */
-	__u64 ip = pr->rip, E;
+	/* The Erlang stack's tail, around the best E we have: the exact
+	 * register in process_main, else the lower of c_p->stop and the
+	 * alternative register (each only when it lies in [heap, hend]).
+	 * The lower one: both are candidates, and a window that starts
+	 * below the true E still holds the stack above it when it all fits;
+	 * one that starts above it never does. */
+	__u64 ip = pr->rip, E = 0;
 	__s32 er = c->E_reg, ar = c->E_alt_reg;
 	if (er >= 0 && er < XB_BPF_NREGS && ip >= c->pm_lo && ip < c->pm_hi) {
-		E = r->regs[er & 31];
-		flags |= XB_BPF_F_E_FROM_REG;
-	} else {
-		E = stop;
-		flags |= XB_BPF_F_E_FROM_STOP;
-		if (ar >= 0 && ar < XB_BPF_NREGS) {
-			__u64 alt = r->regs[ar & 31];
-			bool stop_ok = stop >= heap && stop <= hend;
-			if (alt % 8 == 0 && alt >= heap && alt < hend && (alt < stop || !stop_ok)) {
-				E = alt;
-				flags = (flags & ~XB_BPF_F_E_FROM_STOP) | XB_BPF_F_E_FROM_ALT;
-			}
+		__u64 v = reg(r, er);
+		if (v % 8 == 0 && v >= heap && v <= hend) {
+			E = v;
+			flags |= XB_BPF_F_E_FROM_REG;
 		}
 	}
-	if (E > hend)
-		E = hend;
-	if (E < heap)
-		E = heap;
-	r->E = E;
+	if (!E && stop % 8 == 0 && stop >= heap && stop <= hend) {
+		E = stop;
+		flags |= XB_BPF_F_E_FROM_STOP;
+	}
+	if (!(flags & XB_BPF_F_E_FROM_REG) && ar >= 0 && ar < XB_BPF_NREGS) {
+		__u64 alt = reg(r, ar);
+		if (alt % 8 == 0 && alt >= heap && alt < hend && (!E || alt < E)) {
+			E = alt;
+			flags = (flags & ~XB_BPF_F_E_FROM_STOP) | XB_BPF_F_E_FROM_ALT;
+		}
+	}
 	__u64 margin = c->estack_margin, emax = c->estack_max;
 	if (emax > XB_BPF_ESTACK_MAX)
 		emax = XB_BPF_ESTACK_MAX;
+	if (!E) {
+		/* Nothing says where E is: the bottom of the stack area. */
+		E = hend;
+		margin = emax;
+	}
+	r->E = E;
 	__u64 lo = E > heap + margin ? E - margin : heap;
 	/* An E that may be stale is bounded below by c_p->htop: stale too,
 	 * but the heap top only grows until a garbage collection, which

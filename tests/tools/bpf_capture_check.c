@@ -396,6 +396,11 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.runs, (unsigned long long)st.records,
 		       (unsigned long long)st.ring_full, (unsigned long long)st.malformed,
 		       (unsigned long long)st.verified_insns);
+		printf("flags:");
+		for (unsigned i = 0; xb_bpf_flag_name(i); i++)
+			if (st.flags[i])
+				printf(" %s %llu", xb_bpf_flag_name(i), (unsigned long long)st.flags[i]);
+		printf("\n");
 		printf("cost: %.2f us per run (%llu runs, kernel bpf stats)\n",
 		       st.run_cnt ? (double)st.run_ns / (double)st.run_cnt / 1000.0 : 0.0,
 		       (unsigned long long)st.run_cnt);
