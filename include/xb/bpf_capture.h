@@ -18,8 +18,10 @@
  * perf rings (sampler.c): readers drain on their own timer.
  *
  * Privileges: CAP_BPF and CAP_PERFMON (or root).  Linux >= 5.8 (BPF ring
- * buffer); tested on 6.18.  Thread ids are the kernel's initial-namespace
- * ids (bpf_get_current_pid_tgid): run in the host PID namespace. */
+ * buffer); tested on 6.18.  Thread ids (the thread map's keys, records'
+ * tid) are those of the caller's PID namespace when the VM runs in it,
+ * else the initial namespace's: right for a tool in the VM's container or
+ * on the host, not for a tool in a container above a nested VM. */
 #ifndef XB_BPF_CAPTURE_H
 #define XB_BPF_CAPTURE_H
 

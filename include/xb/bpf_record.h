@@ -68,8 +68,8 @@ struct xb_bpf_rec {
 	xb_u16 version;   /* XB_BPF_VERSION */
 	xb_u16 hdr_size;  /* sizeof(struct xb_bpf_rec): data starts here */
 	xb_u32 total_len; /* hdr_size + proc_len + ustack_len + estack_len */
-	xb_u32 tid;       /* kernel's (initial PID namespace) thread id */
-	xb_u32 pid;       /* thread group id */
+	xb_u32 tid;       /* thread id as the reader sees it (xb_bpf_conf.pidns_*) */
+	xb_u32 pid;       /* thread group id, likewise */
 	xb_u32 cpu;       /* bpf_get_smp_processor_id() */
 	xb_u32 flags;     /* XB_BPF_F_* */
 	xb_u32 faults;    /* reads that failed where data was expected */
@@ -103,9 +103,13 @@ struct xb_bpf_conf {
 	xb_u32 wakeup_bytes;   /* wake the reader only when this much is unread */
 	xb_u32 reserved;
 	xb_u64 pm_lo, pm_hi;   /* the interpreter's process_main */
+	/* The reader's PID namespace (stat of /proc/self/ns/pid): threads
+	 * in it are named by their ids there, as the reader sees them in
+	 * /proc; others by their initial-namespace ids.  0: always those. */
+	xb_u64 pidns_dev, pidns_ino;
 };
 
-_Static_assert(sizeof(struct xb_bpf_conf) == 64, "xb_bpf_conf layout");
+_Static_assert(sizeof(struct xb_bpf_conf) == 80, "xb_bpf_conf layout");
 
 /* Counters the program keeps (per-CPU array, summed by user space). */
 enum xb_bpf_counter {

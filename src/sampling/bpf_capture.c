@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -192,6 +193,11 @@ static int make_conf(const struct xb_bpf_cfg *c, uint32_t ring_bytes, struct xb_
 	k->pm_lo = c->pm_lo;
 	k->pm_hi = c->pm_hi;
 	k->wakeup_bytes = ring_bytes / 2;
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) == 0) {
+		k->pidns_dev = (uint64_t)st.st_dev;
+		k->pidns_ino = (uint64_t)st.st_ino;
+	}
 	return 0;
 }
 

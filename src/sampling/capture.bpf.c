@@ -247,13 +247,23 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 		return 0;
 	struct xb_bpf_rec *r = &s->r;
 	__builtin_memset(r, 0, sizeof(*r));
+	/* Thread ids as the reader sees them in /proc: in its PID namespace
+	 * when the thread lives there too, else the initial namespace's
+	 * (the reader then runs there, or sees no such thread anyway). */
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
+	__u32 tid = (__u32)pid_tgid, tgid = (__u32)(pid_tgid >> 32);
+	if (c->pidns_ino) {
+		struct bpf_pidns_info ns = {};
+		if (bpf_get_ns_current_pid_tgid(c->pidns_dev, c->pidns_ino, &ns, sizeof(ns)) == 0) {
+			tid = ns.pid;
+			tgid = ns.tgid;
+		}
+	}
 	r->magic = XB_BPF_MAGIC;
 	r->version = XB_BPF_VERSION;
 	r->hdr_size = sizeof(*r);
 	r->tid = tid;
-	r->pid = (__u32)(pid_tgid >> 32);
+	r->pid = tgid;
 	r->cpu = cpu;
 	r->time_ns = bpf_ktime_get_ns();
 

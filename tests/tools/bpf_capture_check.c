@@ -14,12 +14,14 @@
  *
  *   bpf_capture_check [-F HZ] [-d S] [--pid-term '<0.N.S>'] [--chain M:F/A,...]
  *                     [--user-stack B] [--estack B] [--margin B] [--discard]
- *                     [--perf] [--open-only] [--show-bad N] PID
+ *                     [--no-stats] [--perf] [--open-only] [--show-bad N] PID
  *
  *   --chain      functions the captured stack must hold, innermost first
  *                (in order, others may sit between them), e.g.
  *                xb_deep:d/1,xb_deep:c/1,xb_deep:b/1,xb_deep:a/1
  *   --discard    count records, analyse nothing (a cost measurement)
+ *   --no-stats   leave the kernel's BPF run-time statistics off (they add two
+ *                clock reads per run; the cost line then says 0)
  *   --perf       the plain perf path instead (registers + a --user-stack
  *                copy per sample through the perf ring), samples discarded:
  *                the baseline of bench/bpf_bench.py
@@ -259,7 +261,7 @@ static void count_drop(const struct xb_sample *s, void *arg)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bpf_capture_check [-F HZ] [-d SECONDS] [--pid-term '<0.N.S>'] [--chain M:F/A,...] "
-			"[--user-stack B] [--estack B] [--margin B] [--discard] [--perf] [--open-only] "
+			"[--user-stack B] [--estack B] [--margin B] [--discard] [--no-stats] [--perf] [--open-only] "
 			"[--show-bad N] PID\n");
 }
 
@@ -272,7 +274,7 @@ int main(int argc, char **argv)
 				  .off_htop = 80, .estack_margin = 2048, .E_reg = -1, .E_alt_reg = -1 };
 	double dur = 2;
 	int pid = 0;
-	bool perf = false, open_only = false;
+	bool perf = false, open_only = false, stats = true;
 	char *chain = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -297,6 +299,8 @@ int main(int argc, char **argv)
 			c.discard = true;
 		else if (strcmp(a, "--perf") == 0)
 			perf = true;
+		else if (strcmp(a, "--no-stats") == 0)
+			stats = false;
 		else if (strcmp(a, "--open-only") == 0)
 			open_only = true;
 		else if (strcmp(a, "-v") == 0)
@@ -345,7 +349,7 @@ int main(int argc, char **argv)
 		} else {
 			cfg.E_alt_reg = vm->regs.E_saved;
 		}
-		if (xb_bpf_configure(c.bpf, &cfg) < 0 || xb_bpf_enable_stats(c.bpf) < 0) {
+		if (xb_bpf_configure(c.bpf, &cfg) < 0 || (stats && xb_bpf_enable_stats(c.bpf) < 0)) {
 			fprintf(stderr, "bpf_capture_check: %s\n", xb_err());
 			return 1;
 		}
