@@ -27,7 +27,12 @@ program's own run time per sample from the kernel's BPF statistics
 two clock reads per run, so the measured windows leave them off).
 
 Usage: python3 bench/bpf_bench.py [--vm NAME] [--rounds N] [--window-seconds W]
-       [--freq HZ] [--seed S]
+       [--freq HZ] [--seed S] [--deep N]
+
+--deep N runs xb_bench's loop under N levels of body recursion (through
+erl_eval), so that every sample copies its stacks at their caps (the JIT:
+16 KiB of [rsp, hend); the interpreter: 16 KiB of native stack and 16 KiB
+of Erlang-stack tail): the worst case.
 """
 import argparse
 import os
@@ -51,6 +56,9 @@ def main():
     ap.add_argument("--window-seconds", type=float, default=1.5)
     ap.add_argument("--freq", type=int, default=997)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--deep", type=int, default=0,
+                    help="run xb_bench's loop under N levels of body recursion (through erl_eval: "
+                         "tens of KiB of Erlang stack, so every copy is at its cap)")
     a = ap.parse_args()
     check = xbtest.tool_path(os.path.join("tests", "tools", "bpf_capture_check"))
     rng = random.Random(a.seed)
@@ -61,7 +69,12 @@ def main():
         if pin:
             subprocess.run(["taskset", "-a", "-p", "-c", "0", str(vm.pid)],
                            stdout=subprocess.DEVNULL, check=True)
-        vm.eval("xb_bench:start()")
+        if a.deep:
+            vm.eval("C = counters:new(1, [write_concurrency]), persistent_term:put(xb_bench, C), "
+                    "P = spawn(fun() -> F = fun G(0) -> xb_bench:loop(C, 1); G(N) -> 1 + G(N - 1) end, "
+                    "F(%d) end), register(xb_bench, P), ok" % a.deep)
+        else:
+            vm.eval("xb_bench:start()")
         time.sleep(1.0)
         sched_tid = None
         for tid in os.listdir("/proc/%d/task" % vm.pid):
@@ -110,8 +123,9 @@ def main():
             if c:
                 run_us.append(float(c.group(1)))
     diff = [b - p for b, p in zip(loss["bpf"], loss["perf"])]
-    print("bpf_bench: %s VM (%s), 1 scheduler, %d rounds x 3 windows of %.1f s, %d Hz, seed %d" %
-          (target.name, target.flavor, a.rounds, W, a.freq, a.seed))
+    print("bpf_bench: %s VM (%s), 1 scheduler, %d rounds x 3 windows of %.1f s, %d Hz, seed %d%s" %
+          (target.name, target.flavor, a.rounds, W, a.freq, a.seed,
+           ", xb_bench under %d levels of recursion" % a.deep if a.deep else ""))
     print("  pinned: %s" % ("VM on CPU 0, samplers on CPU 1" if pin else "no"))
 
     def row(label, values, note):

@@ -91,7 +91,10 @@ struct {
 } ring SEC(".maps");
 
 /* The record is built here, then copied into the ring with its exact size
- * (a ring reservation must have a size known at verification time).  A
+ * (a ring reservation must have a size known at verification time; one
+ * reserved at the largest size, written in place, would save that copy,
+ * but the copy loops then cannot be global functions, and inlined they
+ * take the verifier 0.5 to over 1 million instructions).  A
  * per-CPU array value may not exceed 32 KiB, so: a plain array with one
  * entry per possible CPU (user space sets max_entries), indexed by the CPU
  * we run on.  Perf-event programs do not nest on a CPU (bpf_prog_active),
@@ -146,14 +149,16 @@ __attribute__((noinline)) __u64 copy_up(__u64 off, __u64 addr, __u64 len)
 {
 	struct scratch *s = my_scratch();
 	__u64 done = 0;
-	if (!s)
+	if (!s || len == 0)
 		return 0;
 	for (int i = 0; i < MAX_CHUNKS; i++) {
-		if (done >= len)
-			break;
 		__u64 a = addr + done;
 		__u64 n = XB_BPF_PAGE - (a & (XB_BPF_PAGE - 1));
-		if (n > len - done)
+		/* The last chunk says so itself: the verifier cannot relate
+		 * done to len, and would otherwise go round once more after
+		 * every chunk (twice the paths per round). */
+		bool last = n >= len - done;
+		if (last)
 			n = len - done;
 		__u64 o = off + done;
 		OPAQUE(o);
@@ -163,6 +168,8 @@ __attribute__((noinline)) __u64 copy_up(__u64 off, __u64 addr, __u64 len)
 		if (bpf_probe_read_user(&s->data[o], (__u32)n, (const void *)a))
 			break;
 		done += n;
+		if (last)
+			break;
 	}
 	return done;
 }
@@ -181,11 +188,10 @@ __attribute__((noinline)) __u64 copy_tail(__u64 off, __u64 lo, __u64 hend, __u64
 	__u64 first = lo, a = lo, margin_fault = 0, cut = 0;
 	if (!s)
 		return 0;
-	for (int i = 0; i < MAX_CHUNKS; i++) {
-		if (a >= hend)
-			break;
+	for (int i = 0; i < MAX_CHUNKS && a < hend; i++) {
 		__u64 n = XB_BPF_PAGE - (a & (XB_BPF_PAGE - 1));
-		if (n > hend - a)
+		bool last = n >= hend - a; /* as in copy_up */
+		if (last)
 			n = hend - a;
 		__u64 o = off + (a - first);
 		OPAQUE(o);
@@ -203,6 +209,8 @@ __attribute__((noinline)) __u64 copy_tail(__u64 off, __u64 lo, __u64 hend, __u64
 			}
 		}
 		a += n;
+		if (last)
+			break;
 	}
 	/* A run that ends at or below E holds nothing of the stack. */
 	__u64 len = a > E ? a - first : 0;

@@ -327,7 +327,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (open_only) {
-		printf("loaded: yes\n");
+		struct xb_bpf_stats st;
+		xb_bpf_stats(c.bpf, &st);
+		printf("loaded: yes (the verifier went through %llu instructions)\n",
+		       (unsigned long long)st.verified_insns);
 		xb_bpf_close(c.bpf);
 		return 0;
 	}
