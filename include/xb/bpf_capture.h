@@ -17,6 +17,27 @@
  * The program wakes xb_bpf_fd only when half the ring is unread, like the
  * perf rings (sampler.c): readers drain on their own timer.
  *
+ * Integration notes:
+ *  - The events: xb_sampler_opts.bpf = true (sample_type TID|TIME, no
+ *    registers or stack asked of perf, exclude_kernel = 1: the program
+ *    reads ctx->regs, which are the user registers only then; a record
+ *    with XB_BPF_F_KERNEL_REGS carries nothing else) and opts.attach
+ *    calling xb_bpf_attach with the thread's slot (xb_vm_sched_data /
+ *    xb_vm_dirty_sched_data + XB_F_SCHED_CURRENT_PROCESS; 0 for others).
+ *    The perf rings then get LOST/THROTTLE records only; records the BPF
+ *    ring had no room for are xb_bpf_stats.ring_full: add them to "lost".
+ *  - A sample's regions answer reads of the target at sample time: the
+ *    slot (so current_process needs no live read), the process struct
+ *    (proc_size may be cut to the highest field read + 8: 480 bytes on
+ *    OTP 25) and the stack.  In the JIT with rsp in [heap, hend] the user
+ *    stack IS the Erlang stack; in C code E comes from unwinding (rbp) or
+ *    c_p->stop as today, and the tail region holds [E, hend) when the
+ *    record's flags show no ESTACK_CUT/ESTACK_CAPPED (else read the rest
+ *    live).
+ *  - Memory: the ring (ring_bytes, 4 MiB by default) and a ~136 KiB record
+ *    buffer per possible CPU, both kernel memory.
+ *  - libbpf's print callback is replaced while loading (and restored).
+ *
  * Privileges: CAP_BPF and CAP_PERFMON (or root).  Linux >= 5.8 (BPF ring
  * buffer); tested on 6.18.  Thread ids (the thread map's keys, records'
  * tid) are those of the caller's PID namespace when the VM runs in it,

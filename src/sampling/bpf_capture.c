@@ -263,13 +263,14 @@ int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg)
 		err = bpf_object__load(b->obj);
 	}
 	lb_collect = false;
-	libbpf_set_print(old);
 	if (err) {
-		explain_load_failure(err);
+		explain_load_failure(err); /* its feature probes stay quiet too */
 		bpf_object__close(b->obj);
+		libbpf_set_print(old);
 		free(b);
 		return -1;
 	}
+	libbpf_set_print(old);
 	struct bpf_program *prog = bpf_object__find_program_by_name(b->obj, "xb_capture");
 	b->prog_fd = prog ? bpf_program__fd(prog) : -1;
 	b->threads_fd = map_fd(b, "threads");
