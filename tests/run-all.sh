@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(python3 erlang-base erlang-dev libdw-dev libelf-dev meson ninja-build pkg-config gcc
-      libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+      clang libbpf-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
       # the output formats' real consumers (tests/acceptance/test_formats.py)
       golang-go chromium chromium-driver python3-selenium python3-jsonschema)
 missing=()
