@@ -61,7 +61,10 @@ typedef uint64_t xb_u64;
 #define XB_BPF_F_ESTACK_CUT (1u << 12)   /* a page at or above E's could not be read: the tail ends there */
 #define XB_BPF_F_USTACK_CUT (1u << 13)   /* rsp in heap and [rsp, hend) could not all be read */
 #define XB_BPF_F_TAIL_FROM_HTOP (1u << 14) /* E not exact: the tail starts at c_p->htop (all of [htop, hend) fit) */
-#define XB_BPF_NFLAGS 15
+#define XB_BPF_F_STOP_MOVED (1u << 15) /* c_p->stop outside [heap, hend]: a GC moved the stack
+					* (erl_gc.c sets p->stop before the new heap's bounds);
+					* the tail is [stop, stop + estack_max), the moved stack */
+#define XB_BPF_NFLAGS 16
 
 struct xb_bpf_rec {
 	xb_u32 magic;     /* XB_BPF_MAGIC */

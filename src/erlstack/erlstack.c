@@ -262,6 +262,28 @@ static bool walk_captured_only(struct xb_estate *st, uint64_t E, struct xb_estac
 	return false;
 }
 
+/* A garbage collection copies the stack to the end of the new heap and
+ * sets c_p->stop there before it switches c_p->heap and c_p->hend
+ * (erl_gc.c, do_minor and do_major): a sample taken in that window has
+ * its whole stack, as it was, at c_p->stop, outside [heap, hend].  When
+ * memory captured with the sample holds it down to beam_normal_exit, that
+ * is the stack (exact: the collector moves frames, it does not change
+ * them); otherwise false, with nothing kept. */
+static bool moved_stack(struct xb_estate *st, const struct proc *p, struct xb_estack *out)
+{
+	if (!p->exact || (p->stop >= p->heap && p->stop <= p->hend) || p->stop % 8)
+		return false;
+	unsigned n0 = out->n, x0 = out->nexact;
+	if (walk_captured_only(st, p->stop, out) && out->complete) {
+		out->status = XB_ES_OK;
+		return true;
+	}
+	out->n = n0;
+	out->nexact = x0;
+	out->complete = out->truncated = false;
+	return false;
+}
+
 static bool reg(const struct xb_unwind *uw, int r, uint64_t *v)
 {
 	if (r < 0 || r >= XB_PREG_COUNT || !(uw->regs_valid & (1u << r)))
@@ -472,9 +494,13 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		return;
 	}
 	if (!in_heap) {
-		/* E (exact: a register of the sample, or c_p->stop stored for
-		 * this call) is not in the heap we read: the process garbage
-		 * collected since the sample. */
+		/* E (a register of the sample, or c_p->stop) is not in the
+		 * heap we read: the process is being or has been garbage
+		 * collected.  Captured mid-collection, c_p->stop may already be
+		 * the stack's new place (moved_stack); otherwise only the
+		 * innermost function is known. */
+		if (moved_stack(st, &p, out))
+			return;
 		leaf_only(st, here, pc, XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
@@ -846,6 +872,12 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, out, E, &p)) {
 		out->c_p = c_p;
 		identify(st, &p, out);
+		if (!switched) {
+			/* mid-collection: the stack at its new place (moved_stack) */
+			push(st, out, here, I, here_exact);
+			if (moved_stack(st, &p, out))
+				return;
+		}
 		leaf_only(st, here, I, switched ? XB_PARTIAL_SWITCHED : XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}

@@ -414,7 +414,7 @@ const char *xb_bpf_flag_name(unsigned i)
 	static const char *const names[XB_BPF_NFLAGS] = {
 		"kernel_regs", "no_thread", "slot_fault", "proc_fault", "proc_bad", "rsp_in_heap",
 		"ustack_capped", "E_from_reg", "E_from_alt", "E_from_stop", "estack_capped",
-		"margin_fault", "estack_cut", "ustack_cut", "tail_from_htop",
+		"margin_fault", "estack_cut", "ustack_cut", "tail_from_htop", "stop_moved",
 	};
 	return i < XB_BPF_NFLAGS ? names[i] : NULL;
 }

@@ -397,6 +397,23 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 	__u64 margin = c->estack_margin, emax = c->estack_max;
 	if (emax > XB_BPF_ESTACK_MAX)
 		emax = XB_BPF_ESTACK_MAX;
+	if (!(flags & XB_BPF_F_E_FROM_REG) && stop && stop % 8 == 0 && (stop < heap || stop > hend)) {
+		/* A garbage collection is moving this process: erl_gc.c
+		 * (do_minor, do_major) copies the stack to the end of the new
+		 * heap and sets p->stop there before it switches p->heap and
+		 * p->hend.  The whole stack, as it was, is at stop: copy from
+		 * there (the walk ends at beam_normal_exit). */
+		E = stop;
+		flags = (flags & ~(XB_BPF_F_E_FROM_STOP | XB_BPF_F_E_FROM_ALT)) | XB_BPF_F_STOP_MOVED;
+		r->E = E;
+		OPAQUE(ul);
+		if (ul > XB_BPF_USTACK_MAX)
+			goto out;
+		__u64 mv = copy_tail(proc_len + ul, stop, stop + emax, stop);
+		el = TAIL_LEN(mv);
+		r->estack_addr = stop + TAIL_SKIP(mv);
+		goto out;
+	}
 	if (!E) {
 		/* Nothing says where E is: the bottom of the stack area. */
 		E = hend;

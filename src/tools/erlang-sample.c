@@ -94,15 +94,17 @@ static const struct xb_opt options[] = {
 	  "use cpu-clock even where a hardware PMU exists" },
 	{ "wakeup", 0, XB_OPT_UINT, &o.s.wakeup, "N",
 	  "be woken every N samples of a thread to read them;\n"
-	  "0 (default) reads all buffers on a timer instead\n"
-	  "(2 ms; 5 ms for a JIT VM), which disturbs the VM\n"
-	  "less (see bench/)", 0, 64 },
+	  "0 reads all buffers on a timer instead (2 ms; 5 ms for\n"
+	  "a JIT VM; 10 ms with BPF capture).  Default: 1 on the\n"
+	  "perf path (its live reads must come soon after the\n"
+	  "sample), the timer with BPF capture (see bench/)", 0, 64, .given = &o.s.wakeup_given },
 	{ "capture", 0, XB_OPT_CHOICE, &o.capture, "auto|bpf|perf",
 	  "how a sample's memory is captured: bpf copies the\n"
 	  "process and its Erlang stack at the moment of the\n"
 	  "sample (no skid); perf copies the user stack and the\n"
 	  "rest is read a moment later; auto (default): bpf when\n"
-	  "the kernel allows it, else perf", .choices = captures },
+	  "the kernel allows it (root, or CAP_BPF and CAP_PERFMON;\n"
+	  "Linux >= 5.8), else perf", .choices = captures },
 	{ "no-realtime", 0, XB_OPT_FLAG, &o.no_realtime, NULL,
 	  "do not run the drain loop at SCHED_FIFO priority (by\n"
 	  "default it does when allowed, so that a saturated\n"

@@ -58,7 +58,7 @@ def stats(err):
     m = re.search(r"innermost Erlang function only (\d+)", err)
     check(m, "no partial count", err)
     st["partial"] = int(m.group(1))
-    m = re.search(r"no live read (\d+); capture (\w+)", err)
+    m = re.search(r"no live read (\d+); capture (\w+) \(faults \d+\)", err)
     check(m, "no capture statistics", err)
     st["no_live_read"], st["capture"] = int(m.group(1)), m.group(2)
     return st
