@@ -430,6 +430,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	 * (copying, GC) is exactly what must not be under-counted. */
 	uint64_t c_p, E;
 	if (!reg(uw, st->regs.c_p, &c_p)) {
+		out->why = "c_p register not recovered";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -450,6 +451,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	struct proc p;
 	if (read_proc(st, out, c_p, &p) < 0) {
+		out->why = "c_p is not a process";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -465,11 +467,13 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			E = p.stop;
 		} else {
 			st->unknown_call_sites++;
+			out->why = "cannot tell where this JIT call site keeps E";
 			leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
 	}
 	if (E % 8) {
+		out->why = "misaligned E";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -653,6 +657,29 @@ static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, const s
 	return true;
 }
 
+/* Like emu_in_bif, from c_p->current instead of the sampled I: the
+ * ErtsCodeMFA there is followed by &&call_bif (code[0], a label in
+ * process_main) and the C function process_main called (code[1]).  Only
+ * for a process struct captured with the sample (P->exact): read later,
+ * current may say a later call. */
+static bool emu_bif_by_current(struct xb_estate *st, const struct callee *callee, const struct proc *p,
+			       uint64_t *Iout)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t w[2];
+	int64_t arity = xb_off(vm, XB_F_MFA_ARITY);
+	uint64_t pm = vm->sym.process_main, pm_size = vm->sym.process_main_size;
+	if (!callee->entry || callee->mod != vm->beam || arity < 0 || !p->current || p->current % 8 ||
+	    !pm || !pm_size)
+		return false;
+	uint64_t code = p->current + (uint64_t)arity + 8; /* the ErtsCodeMFA ends with arity */
+	if (xb_read(&vm->mem, code, w, sizeof(w)) < 0 || w[0] < pm || w[0] >= pm + pm_size ||
+	    w[1] != callee->entry)
+		return false;
+	*Iout = code;
+	return true;
+}
+
 /* The stack of c_p under the BIF whose wrapper is at I (emu_in_bif);
  * false, with nothing done, when c_p no longer says this call (then the
  * registers are all there is: emu goes on as for any other sample). */
@@ -802,6 +829,13 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(st, out, c_p_reg, &p) == 0 &&
 	    emu_bif_stack(st, c_p_reg, &p, I, out))
 		return;
+	/* The same call when the sampled I is lost (a callee that saved rbx
+	 * where the unwinder cannot find it): call_bif stores the wrapper's
+	 * MFA in c_p->current before the call; from the process captured
+	 * with the sample that proves the call as well as I would. */
+	if (have_reg && read_proc(st, out, c_p_reg, &p) == 0 && p.exact &&
+	    emu_bif_by_current(st, &callee, &p, &I) && emu_bif_stack(st, c_p_reg, &p, I, out))
+		return;
 	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
 	if (have && c_p == 0 && !have_reg) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
@@ -823,6 +857,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		 * sampled I (a register) still names what ran. */
 		const struct xb_code *here = emu_current(st, uw, &I);
 		if (here) {
+			out->why = "c_p is not a process";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
@@ -846,6 +881,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		if (!reg(uw, st->regs.E, &E)) {
 			out->c_p = c_p;
 			identify(st, &p, out);
+			out->why = "E register not recovered";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
@@ -853,6 +889,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (E % 8) {
 		out->c_p = c_p;
 		identify(st, &p, out);
+		out->why = "misaligned E";
 		leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}

@@ -335,7 +335,7 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 				xb_debug("    #%u %s %s\n", k, name, tag);
 			}
 			const struct xb_code *h = xb_codemap_find(&s->cm, uw.erlang_pc - !uw.erlang_pc_exact);
-			xb_debug("    JIT/Erlang frame: %s (regs valid 0x%x)\n", h ? h->name : "?", uw.regs_valid);
+			xb_debug("    JIT/Erlang frame: %s at 0x%llx (regs valid 0x%x)\n", h ? h->name : "?", (unsigned long long)uw.erlang_pc, uw.regs_valid);
 		}
 		return;
 	}
@@ -364,6 +364,9 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 	}
 	if (smp->capture_faults)
 		st->capture_faults++;
+	if (es->partial && xb_verbose >= 2)
+		xb_debug("partial (tid %d ip %llx): %s\n", (int)smp->tid, (unsigned long long)smp->ip,
+			 es->why ? es->why : "stack moved or process switched out");
 	st->unresolved_frames += es->unresolved;
 	st->truncated_erlang += es->truncated;
 	st->processed++;
