@@ -262,16 +262,20 @@ static bool walk_captured_only(struct xb_estate *st, uint64_t E, struct xb_estac
 	return false;
 }
 
-/* A garbage collection copies the stack to the end of the new heap and
- * sets c_p->stop there before it switches c_p->heap and c_p->hend
- * (erl_gc.c, do_minor and do_major): a sample taken in that window has
- * its whole stack, as it was, at c_p->stop, outside [heap, hend].  When
- * memory captured with the sample holds it down to beam_normal_exit, that
- * is the stack (exact: the collector moves frames, it does not change
- * them); otherwise false, with nothing kept. */
+/* E, saved when Erlang code called C, lies outside the heap the process
+ * has at the moment of the sample (P captured with it, P->exact): only a
+ * garbage collection replaces the heap, so one ran inside this very call,
+ * and it moved the stack, frames unchanged, to c_p->stop (erl_gc.c,
+ * do_minor and do_major: the stack is copied to the end of the new heap
+ * and c_p->stop set there, before c_p->heap and c_p->hend are switched, so
+ * mid-collection c_p->stop may still lie outside [heap, hend]).  When
+ * memory captured with the sample holds the stack at c_p->stop down to
+ * beam_normal_exit, that is the sample's stack; otherwise false, with
+ * nothing kept.  (Read later, P proves nothing: the process may have run
+ * on since.) */
 static bool moved_stack(struct xb_estate *st, const struct proc *p, struct xb_estack *out)
 {
-	if (!p->exact || (p->stop >= p->heap && p->stop <= p->hend) || p->stop % 8)
+	if (!p->exact || p->stop % 8 || !p->stop)
 		return false;
 	unsigned n0 = out->n, x0 = out->nexact;
 	if (walk_captured_only(st, p->stop, out) && out->complete) {
@@ -836,7 +840,13 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (have_reg && read_proc(st, out, c_p_reg, &p) == 0 && p.exact &&
 	    emu_bif_by_current(st, &callee, &p, &I) && emu_bif_stack(st, c_p_reg, &p, I, out))
 		return;
+	uint64_t live_before = vm->mem.live_reads;
 	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
+	/* Captured with the sample (BPF), the scheduler's current process
+	 * is a fact: the register may be reused inside an instruction. */
+	bool have_exact = have && vm->mem.live_reads == live_before;
+	if (have_exact && c_p != 0)
+		have_reg = false;
 	if (have && c_p == 0 && !have_reg) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
 		return;
@@ -907,6 +917,10 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	 * end) moved in a garbage collection since the sample: the stack E
 	 * pointed to is gone, but I still names what ran. */
 	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, out, E, &p)) {
+		if (xb_verbose >= 3)
+			xb_debug("emu: switched %d E %llx heap %llx hend %llx stop %llx I %llx (%s)\n", switched,
+				 (unsigned long long)E, (unsigned long long)p.heap, (unsigned long long)p.hend,
+				 (unsigned long long)p.stop, (unsigned long long)I, here->name);
 		out->c_p = c_p;
 		identify(st, &p, out);
 		if (!switched) {

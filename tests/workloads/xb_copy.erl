@@ -20,9 +20,16 @@
 %%                         yields, so process_info current_function often
 %%                         shows erlang:bif_return_trap/2.)
 %%                         Returns {SenderPid, ReceiverPid}.
+%%   xb_copy:start_self(Size)  one process (registered `xb_sender`) that sends
+%%                         the same term to itself and receives it, forever,
+%%                         in self_loop/1: no other process is involved, so
+%%                         the mix of its CPU time (copying, the receive)
+%%                         does not depend on how much CPU the VM gets
+%%                         (a saturated machine included).  Returns its pid.
 %%   xb_copy:stop()        kill both.
 -module(xb_copy).
--export([start/0, start/1, stop/0, sender/2, receiver/2, send_loop/2]).
+-export([start/0, start/1, start_self/1, stop/0, sender/2, receiver/2, send_loop/2,
+         self_sender/1, self_loop/1]).
 
 -define(ACK_EVERY, 50).
 -define(MAX_AHEAD, 200).
@@ -36,6 +43,20 @@ start(Size) when is_integer(Size), Size > 0 ->
     S = spawn(?MODULE, sender, [R, Size]),
     register(xb_sender, S),
     {S, R}.
+
+start_self(Size) when is_integer(Size), Size > 0 ->
+    stop(),
+    S = spawn(?MODULE, self_sender, [Size]),
+    register(xb_sender, S),
+    S.
+
+self_sender(Size) ->
+    self_loop([{I, I * 2, <<"xb">>, [I]} || I <- lists:seq(1, Size)]).
+
+self_loop(Term) ->
+    self() ! {self_copy, Term},
+    receive {self_copy, _} -> ok end,
+    self_loop(Term).
 
 stop() ->
     [exit(P, kill) || N <- [xb_sender, xb_receiver], (P = whereis(N)) =/= undefined],
