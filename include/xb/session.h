@@ -35,7 +35,7 @@ struct xb_session_opts {
 	unsigned user_stack;    /* bytes of user stack copied per sample */
 	bool include_kernel, software_event;
 	unsigned wakeup;        /* samples per wakeup, 0 = drain on a timer */
-	bool wakeup_given;      /* else: 1 on the perf path (prompt live reads), 0 with BPF */
+	bool wakeup_given;      /* else 0: a timer */
 	unsigned max_depth;     /* frames kept, native and Erlang each */
 	double max_skid_ms;     /* live reads later than this: only the proven part is kept */
 	int force_reg[3];       /* c_p, E, I overrides, or -1 */

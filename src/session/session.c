@@ -209,16 +209,15 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 			s->capture_why = s->capture_msg;
 		}
 	}
-	/* How samples are read.  BPF: the state is already captured, so
-	 * only the rings' size sets the pace: every 10 ms.  perf: the
-	 * process and its Erlang stack are read live, and a process that
-	 * ran on since the sample has moved its stack (a broker's
-	 * processes run for microseconds at a time), so each sample is read
-	 * as soon as it arrives (woken per sample; bench/ measures what it
-	 * costs), unless --wakeup says otherwise. */
-	unsigned wakeup = o->wakeup;
-	if (!o->wakeup_given)
-		wakeup = s->bpf ? 0 : 1;
+	/* How samples are read: the rings are drained on a timer (every 2 ms
+	 * from an interpreter, 5 ms from a JIT, 10 ms with BPF capture,
+	 * whose state is already captured), not woken per sample.  Woken per
+	 * sample, the perf path would read a process's stack sooner, but the
+	 * sampler would preempt the sampled thread right after each of its
+	 * samples, and on a busy machine that moves where later samples land:
+	 * a 75/25 split measured 64/36 that way, 74/26 on a timer (see
+	 * README, "Skid").  --wakeup N asks for it anyway. */
+	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
 	if (s->bpf)
 		s->drain_ms = 10;
 	s->wakeup = wakeup;

@@ -94,10 +94,11 @@ static const struct xb_opt options[] = {
 	  "use cpu-clock even where a hardware PMU exists" },
 	{ "wakeup", 0, XB_OPT_UINT, &o.s.wakeup, "N",
 	  "be woken every N samples of a thread to read them;\n"
-	  "0 reads all buffers on a timer instead (2 ms; 5 ms for\n"
-	  "a JIT VM; 10 ms with BPF capture).  Default: 1 on the\n"
-	  "perf path (its live reads must come soon after the\n"
-	  "sample), the timer with BPF capture (see bench/)", 0, 64, .given = &o.s.wakeup_given },
+	  "0 (default) reads all buffers on a timer instead\n"
+	  "(2 ms; 5 ms for a JIT VM; 10 ms with BPF capture),\n"
+	  "which disturbs the VM less and does not bias where\n"
+	  "samples land on a busy machine (see bench/, README)", 0, 64,
+	  .given = &o.s.wakeup_given },
 	{ "capture", 0, XB_OPT_CHOICE, &o.capture, "auto|bpf|perf",
 	  "how a sample's memory is captured: bpf copies the\n"
 	  "process and its Erlang stack at the moment of the\n"
