@@ -38,6 +38,8 @@ struct opts {
 	double duration;
 	size_t top;
 	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime;
+	bool lines, erlang_names, live;
+	double live_interval, live_window;
 	double pstack_wait;
 	const char *blame, *format, *output, *capture;
 	int force_reg[3];
@@ -59,6 +61,8 @@ static const char *const captures[] = { "auto", "bpf", "perf", NULL };
 static struct opts o = {
 	.top = 40,
 	.pstack_wait = 1.0,
+	.live_interval = 1.0,
+	.live_window = 10.0,
 	.format = NULL,
 	.capture = "auto",
 	.force_reg = { -1, -1, -1 },
@@ -118,6 +122,25 @@ static const struct xb_opt options[] = {
 	{ "output", 'o', XB_OPT_STR, &o.output, "FILE",
 	  "write the result to FILE (written in full, then renamed\n"
 	  "into place; a symbolic link there is refused)" },
+	{ "lines", 0, XB_OPT_FLAG, &o.lines, NULL,
+	  "add the source file and line to Erlang frames:\n"
+	  "'name (file.erl:LINE)'; a caller's line is the line of\n"
+	  "its call (from the JIT's line records or the\n"
+	  "interpreter's line tables; none where a module was\n"
+	  "compiled without line info)" },
+	{ "erlang-names", 0, XB_OPT_FLAG, &o.erlang_names, NULL,
+	  "print Elixir modules as the raw atoms\n"
+	  "('Elixir.Foo.Bar':baz/2), not as Foo.Bar.baz/2" },
+	{ "live", 0, XB_OPT_FLAG, &o.live, NULL,
+	  "a live top view on the terminal: the hottest functions\n"
+	  "over the last --live-window seconds and since the\n"
+	  "start (with --blame: the blamed rows); keys: q quit,\n"
+	  "p pause, s switch the sort between the window and the\n"
+	  "whole run" },
+	{ "live-interval", 0, XB_OPT_DOUBLE, &o.live_interval, "SECONDS",
+	  "how often --live redraws (default 1)", 0.1, 3600 },
+	{ "live-window", 0, XB_OPT_DOUBLE, &o.live_window, "SECONDS",
+	  "the recent window --live shows (default 10)", 1, 3600 },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
@@ -266,6 +289,8 @@ int main(int argc, char **argv)
 	}
 	if (xb_session_start(&s, &o.s) < 0)
 		goto failed;
+	s.fr.lines = o.lines;
+	s.fr.erlang_names = o.erlang_names;
 	if (o.blame) {
 		char close[512];
 		if (!blame_target_exists(&s, o.blame, close, sizeof(close))) {
