@@ -90,8 +90,13 @@ const char *xb_elixir_name(const char *name, char *buf, size_t len)
 		return buf;
 	}
 	const char *q = atom_token(p + 1, "/", fn, sizeof(fn));
-	if (!q || *q != '/' || !fn[0])
+	if (!q || (*q != '/' && *q) || !fn[0])
 		return name;
+	if (!*q) { /* no arity: "Elixir.Foo:bar" as a --blame pattern */
+		fun_name(fn, f2, sizeof(f2));
+		snprintf(buf, len, "%s.%s", emod, f2);
+		return buf;
+	}
 	const char *arity = q + 1; /* digits, perhaps "-CodeInfoPrologue" after */
 	/* A fun: the compiler names it "-OUTER/ARITY-fun-N-" (Erlang's
 	 * v3_core and Elixir's compiler alike); Elixir prints

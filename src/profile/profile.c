@@ -231,8 +231,8 @@ static bool match_plain(const char *fn, const char *sym)
 			return true;
 	if (strcmp(fn, sym) == 0)
 		return true;
-	if (strncmp(fn, sym, n) == 0 && sym[n] == '_' && sym[n + 1])
-		return true;
+	if (strncmp(fn, sym, n) == 0 && sym[n] == '_' && sym[n + 1] && !strchr(sym, '/'))
+		return true; /* C names only: copy_struct -> copy_struct_x */
 	/* An Erlang function without its arity: every arity ("m:f" matches
 	 * "m:f/2"). */
 	if (strncmp(fn, sym, n) == 0 && sym[n] == '/' && sym[n + 1] && !strchr(fn, '/') &&
