@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "erlang-sample"
 
@@ -249,6 +250,16 @@ int main(int argc, char **argv)
 	enum xb_format fmt = XB_FMT_TABLE;
 	if (o.format && strcmp(o.format, "folded") == 0)
 		fmt = XB_FMT_FOLDED;
+	if (o.live && (o.pstack || o.check || o.format || o.output)) {
+		fprintf(stderr, PROG ": --live draws on the terminal; drop %s\n",
+			o.pstack ? "--pstack" : o.check ? "--check" : o.format ? "--format" : "--output");
+		return 2;
+	}
+	if (o.live && !isatty(STDOUT_FILENO)) {
+		fprintf(stderr, PROG ": --live draws on a terminal, and standard output is not one; "
+				"use the table or --format folded -o FILE instead\n");
+		return 2;
+	}
 	if (o.pstack && o.format && fmt != XB_FMT_TABLE) {
 		fprintf(stderr, PROG ": --pstack prints stacks as text; drop --format %s\n", o.format);
 		return 2;
@@ -309,7 +320,16 @@ int main(int argc, char **argv)
 		}
 	}
 	struct xb_sink *k;
-	if (o.pstack) {
+	char title[256];
+	if (o.live) {
+		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
+			 s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor));
+		struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window,
+					   .blame = o.blame, .only_erlang = o.only_erlang, .title = title };
+		k = xb_live_sink_new(&lo, &s.prof);
+		if (!k)
+			goto failed;
+	} else if (o.pstack) {
 		struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
 		k = xb_pstack_sink_new(&po);
 	} else {
@@ -322,6 +342,12 @@ int main(int argc, char **argv)
 		goto failed;
 	}
 	xb_session_add_sink(&s, k);
+	/* A run writing to a file shows how it goes, where someone watches. */
+	if (o.output && !o.pstack && isatty(STDERR_FILENO)) {
+		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
+		if (pg)
+			xb_session_add_sink(&s, pg);
+	}
 	if (xb_verbose)
 		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
 				 "%zu threads; %zu code entries; capture %s (%s); drain loop %s\n",
