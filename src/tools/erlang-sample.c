@@ -84,6 +84,8 @@ static const struct xb_opt options[] = {
 	  "exactly, or with any '_suffix' (copy_struct matches\n"
 	  "copy_struct_x; erts_garbage_collect matches\n"
 	  "erts_garbage_collect_nobump), or as a glob ('copy_*');\n"
+	  "an Erlang function FN (m:f/a, m:f, Foo.Bar.f/a or\n"
+	  "'Elixir.Foo.Bar':f/a) counts its callers;\n"
 	  "in a stack format: the whole stacks of those samples" },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
 	  "how long to sample (default and 0: until ^C)", 0, 31536000, .group = "Sampling:" },
