@@ -531,6 +531,8 @@ uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const cha
 	if (!m)
 		return 0;
 	load(m);
+	if (!m->byname)
+		return 0; /* no symbol table at all */
 	struct xb_sym key = { 0, 0, name };
 	struct xb_sym *e = bsearch(&key, m->byname, m->nname, sizeof(key), cmp_name);
 	if (!e)
