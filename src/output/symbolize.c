@@ -19,8 +19,10 @@
 
 static const char UNKNOWN[] = "[unknown]";
 
-/* Hex digits at P (at least 6: an address, not a count), as perf prints
- * ip fields (%16lx, no 0x).  Returns the length, 0 if not one. */
+/* Hex digits at P, as perf prints ip fields (%16lx, no 0x; callchain
+ * addresses relative to a file can be short).  Only one followed by
+ * "[unknown]" or by the end of the line is ever looked up, and only one
+ * the code map names is changed.  Returns the length, 0 if not one. */
 static size_t hex_addr(const char *p, uint64_t *v)
 {
 	size_t n = 0;
@@ -30,7 +32,7 @@ static size_t hex_addr(const char *p, uint64_t *v)
 		x = x * 16 + (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
 		n++;
 	}
-	if (n < 6 || isxdigit((unsigned char)p[n]) || isalnum((unsigned char)p[n]) || p[n] == ':' ||
+	if (n < 1 || isxdigit((unsigned char)p[n]) || isalnum((unsigned char)p[n]) || p[n] == ':' ||
 	    p[n] == '.')
 		return 0;
 	*v = x;

@@ -16,7 +16,7 @@ import time
 from xbtest import VM, check, log, per_vm, run_cmd, run_tool, skip, tmpdir, tool_path
 
 TOOL = "erlang-write-perf-map"
-UNNAMED = re.compile(r"(?:^|\s)[0-9a-f]{6,16}( \[unknown\] )(\(/memfd:.*\))$")
+UNNAMED = re.compile(r"(?:^|\s)[0-9a-f]{1,16}( \[unknown\] )(\(/memfd:.*\))$")
 
 
 def perf_record(vm, callgraph):

@@ -5,6 +5,7 @@
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/names.h"
+#include "xb/perfmap.h"
 #include "xb/profile.h"
 #include "xb/release.h"
 
@@ -138,8 +139,51 @@ static void t_symfile_lines(void)
 	xb_linemod_free(&lm2);
 }
 
+static void t_symbolize(void)
+{
+	struct xb_codemap cm = { 0 };
+	xb_codemap_add(&cm, 0x7f0000001000ull, 0x7f0000001100ull, "m:f/1", 5, 0);
+	xb_codemap_add(&cm, 0x7f0000001100ull, 0x7f0000001200ull, "m:'g\x1bh'/0", 11, 0);
+	xb_codemap_finish(&cm);
+	struct xb_reloc rel = { "/memfd:vmem (deleted)", 0x7f0000000000ull };
+	static const char in[] =
+		"beam.smp 12 123.456789:     7f0000001010 [unknown] (/memfd:vmem (deleted))\n"
+		"\t            1020 [unknown] (/memfd:vmem (deleted))\n"
+		"\t    7f0000001110 [unknown] (/memfd:vmem (deleted))\n"
+		"\t    7f0000009999 [unknown] (/memfd:vmem (deleted))\n"
+		"\t    5583aabbccdd process_main (/usr/bin/beam.smp)\n"
+		"    7f0000001010\n"
+		"123456 250000 cpu-clock: 7f0000001010 known_name (/x)\n"
+		"no newline 7f0000001010 [unknown]";
+	static const char want[] =
+		"beam.smp 12 123.456789:     7f0000001010 m:f/1 (/memfd:vmem (deleted))\n"
+		"\t            1020 m:f/1 (/memfd:vmem (deleted))\n"
+		"\t    7f0000001110 m:'g?h'/0 (/memfd:vmem (deleted))\n"
+		"\t    7f0000009999 [unknown] (/memfd:vmem (deleted))\n"
+		"\t    5583aabbccdd process_main (/usr/bin/beam.smp)\n"
+		"    7f0000001010 m:f/1\n"
+		"123456 250000 cpu-clock: 7f0000001010 known_name (/x)\n"
+		"no newline 7f0000001010 m:f/1";
+	FILE *i = fmemopen((void *)in, sizeof(in) - 1, "r");
+	char *outbuf = NULL;
+	size_t outlen = 0;
+	FILE *o = open_memstream(&outbuf, &outlen);
+	struct xb_symbolize_stats st;
+	CHECK(i && o && xb_symbolize(i, o, &cm, &rel, 1, &st) == 0, "symbolize: %s", xb_err());
+	if (i)
+		fclose(i);
+	if (o)
+		fclose(o);
+	CHECK(outbuf && strcmp(outbuf, want) == 0, "got:\n%s", outbuf ? outbuf : "(null)");
+	CHECK(st.named == 5 && st.lines == 8, "named %llu of %llu lines", (unsigned long long)st.named,
+	      (unsigned long long)st.lines);
+	free(outbuf);
+	xb_codemap_free(&cm);
+}
+
 void names_cases(void)
 {
+	run_case("symbolize", t_symbolize);
 	run_case("elixir_name", t_elixir_name);
 	run_case("blame_match_spellings", t_blame_match_spellings);
 	run_case("symfile_lines", t_symfile_lines);
