@@ -236,6 +236,8 @@ static void walk(struct xb_estate *st, uint64_t E, uint64_t hend, struct xb_esta
 				}
 				continue;
 			}
+			if (out->n == 0)
+				out->leaf_ret = true; /* the innermost frame is a caller */
 			push(st, out, c, w, exact);
 			if (out->truncated)
 				return; /* one frame past --max-callchain-depth */
@@ -259,6 +261,8 @@ static bool walk_captured_only(struct xb_estate *st, uint64_t E, struct xb_estac
 	out->n = n0;
 	out->nexact = x0;
 	out->unresolved = 0;
+	if (n0 == 0)
+		out->leaf_ret = false;
 	return false;
 }
 
@@ -332,7 +336,7 @@ static void leaf_only(struct xb_estate *st, const struct xb_code *here, uint64_t
 	/* Forget what a failed walk left behind. */
 	out->n = out->nexact = 0;
 	out->unresolved = 0;
-	out->truncated = out->complete = out->live_read = false;
+	out->truncated = out->complete = out->live_read = out->leaf_ret = false;
 	push(st, out, here, pc, true);
 	/* HERE is JIT code that is not an Erlang function (a shared fragment
 	 * such as global::call_light_bif_shared, through which module code
@@ -702,6 +706,7 @@ static bool emu_bif_stack(struct xb_estate *st, uint64_t c_p, const struct proc 
 		return false;
 	/* The caller from the word just checked, the rest from above it. */
 	finish(st, c_p, p, caller, p->exact && vm->mem.live_reads == live_before, top, E + 8, out);
+	out->leaf_ret = true; /* the caller, at its return address */
 	return true;
 }
 
@@ -985,6 +990,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->live_read = false;
 	out->complete = false;
 	out->partial = false;
+	out->leaf_ret = false;
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;
@@ -997,10 +1003,14 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	}
 	if (kind != 's')
 		sched_no = 0; /* current_process checks are for normal schedulers */
-	if (st->vm->flavor == XB_FLAVOR_JIT)
+	if (st->vm->flavor == XB_FLAVOR_JIT) {
 		jit(st, s, uw, sched_no, out);
-	else
+		/* In C code called from JIT code, the pc is the return address */
+		if (out->n && out->addrs[0] == uw->erlang_pc && !uw->erlang_pc_exact)
+			out->leaf_ret = true;
+	} else {
 		emu(st, uw, sched_no, out);
+	}
 	if (out->status != XB_ES_OK)
 		out->n = 0;
 }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "erlang-sample"
 #define MAX_OUTPUTS 6
@@ -39,6 +40,8 @@ struct opts {
 	double duration;
 	size_t top;
 	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime;
+	bool lines, erlang_names, live;
+	double live_interval, live_window;
 	double pstack_wait;
 	const char *blame, *format, *capture;
 	struct xb_strlist outputs;
@@ -60,6 +63,8 @@ static const char *const captures[] = { "auto", "bpf", "perf", NULL };
 static struct opts o = {
 	.top = 40,
 	.pstack_wait = 1.0,
+	.live_interval = 1.0,
+	.live_window = 10.0,
 	.format = NULL,
 	.capture = "auto",
 	.force_reg = { -1, -1, -1 },
@@ -80,6 +85,8 @@ static const struct xb_opt options[] = {
 	  "exactly, or with any '_suffix' (copy_struct matches\n"
 	  "copy_struct_x; erts_garbage_collect matches\n"
 	  "erts_garbage_collect_nobump), or as a glob ('copy_*');\n"
+	  "an Erlang function FN (m:f/a, m:f, Foo.Bar.f/a or\n"
+	  "'Elixir.Foo.Bar':f/a) counts its callers;\n"
 	  "in a stack format: the whole stacks of those samples" },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
 	  "how long to sample (default and 0: until ^C)", 0, 31536000, .group = "Sampling:" },
@@ -128,6 +135,25 @@ static const struct xb_opt options[] = {
 	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt\n"
 	  "(others: --format, else the table).  Repeat -o to\n"
 	  "write several formats of the same samples" },
+	{ "lines", 0, XB_OPT_FLAG, &o.lines, NULL,
+	  "add the source file and line to Erlang frames:\n"
+	  "'name (file.erl:LINE)'; a caller's line is the line of\n"
+	  "its call (from the JIT's line records or the\n"
+	  "interpreter's line tables; none where a module was\n"
+	  "compiled without line info)" },
+	{ "erlang-names", 0, XB_OPT_FLAG, &o.erlang_names, NULL,
+	  "print Elixir modules as the raw atoms\n"
+	  "('Elixir.Foo.Bar':baz/2), not as Foo.Bar.baz/2" },
+	{ "live", 0, XB_OPT_FLAG, &o.live, NULL,
+	  "a live top view on the terminal: the hottest functions\n"
+	  "over the last --live-window seconds and since the\n"
+	  "start (with --blame: the blamed rows); keys: q quit,\n"
+	  "p pause, s switch the sort between the window and the\n"
+	  "whole run" },
+	{ "live-interval", 0, XB_OPT_DOUBLE, &o.live_interval, "SECONDS",
+	  "how often --live redraws (default 1)", 0.1, 3600 },
+	{ "live-window", 0, XB_OPT_DOUBLE, &o.live_window, "SECONDS",
+	  "the recent window --live shows (default 10)", 1, 3600 },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
@@ -323,6 +349,16 @@ int main(int argc, char **argv)
 			o.format);
 		return 2;
 	}
+	if (o.live && (o.pstack || o.check || o.format || o.outputs.n)) {
+		fprintf(stderr, PROG ": --live draws on the terminal; drop %s\n",
+			o.pstack ? "--pstack" : o.check ? "--check" : o.format ? "--format" : "--output");
+		return 2;
+	}
+	if (o.live && !isatty(STDOUT_FILENO)) {
+		fprintf(stderr, PROG ": --live draws on a terminal, and standard output is not one; "
+				"use the table or --format folded -o FILE instead\n");
+		return 2;
+	}
 	struct output outs[MAX_OUTPUTS];
 	size_t nouts;
 	int prc = plan_outputs(outs, &nouts);
@@ -366,6 +402,8 @@ int main(int argc, char **argv)
 	}
 	if (xb_session_start(&s, &o.s) < 0)
 		goto failed;
+	s.fr.lines = o.lines;
+	s.fr.erlang_names = o.erlang_names;
 	if (o.blame) {
 		char close[512];
 		if (!blame_target_exists(&s, o.blame, close, sizeof(close))) {
@@ -382,13 +420,22 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	static char title[160]; /* the sinks keep it until they write */
-	snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
-		 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
-	/* One sink per output, in the order of the outputs. */
+	static char title[256]; /* the sinks keep it until they write */
+	if (o.live)
+		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
+			 s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor));
+	else
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
+			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
+	/* One sink per output, in the order of the outputs (sinks[i] writes
+	 * outs[i]); then the sinks that only show how the run goes. */
 	for (size_t i = 0; i < nouts; i++) {
 		struct xb_sink *k;
-		if (o.pstack) {
+		if (o.live) {
+			struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window,
+						   .blame = o.blame, .only_erlang = o.only_erlang, .title = title };
+			k = xb_live_sink_new(&lo, &s.prof);
+		} else if (o.pstack) {
 			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
 			k = xb_pstack_sink_new(&po);
 		} else {
@@ -401,6 +448,12 @@ int main(int argc, char **argv)
 			goto failed;
 		}
 		xb_session_add_sink(&s, k);
+	}
+	/* A run writing to files shows how it goes, where someone watches. */
+	if (o.outputs.n && !o.pstack && !o.check && isatty(STDERR_FILENO)) {
+		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
+		if (pg)
+			xb_session_add_sink(&s, pg);
 	}
 	if (xb_verbose)
 		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
@@ -419,8 +472,9 @@ int main(int argc, char **argv)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 
-	for (size_t i = 0; i < s.nsinks && i < nouts; i++)
-		if (s.sinks[i]->ops->write && s.sinks[i]->ops->write(s.sinks[i], &s, outs[i].f) < 0)
+	for (size_t i = 0; i < s.nsinks; i++)
+		if (s.sinks[i]->ops->write &&
+		    s.sinks[i]->ops->write(s.sinks[i], &s, i < nouts ? outs[i].f : stderr) < 0)
 			goto failed;
 	if (o.skid_summary) {
 		/* after the table, or on stderr when the result is not text */
