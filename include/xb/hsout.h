@@ -36,7 +36,7 @@ struct xb_hs_growth {
 	const char *pid, *name, *current_function;
 	unsigned interval;
 	double seconds;
-	int64_t memory_bytes, old_heap_used_bytes, old_heap_bytes, heap_bytes, mbuf_bytes,
+	int64_t memory_bytes, long_lived_bytes, old_heap_used_bytes, old_heap_bytes, heap_bytes, mbuf_bytes,
 		bin_vheap_bytes, message_queue_len, message_queue_bytes, reductions;
 	bool new_process;
 };

@@ -20,6 +20,8 @@
  *   heap_sz                 heap_sz (process_info heap_size)
  *   old heap                old_hend - old_heap; used: old_htop - old_heap
  *   stack                   hend - stop (process_info stack_size)
+ *   long-lived              old_htop - old_heap + high_water - heap: data
+ *                           that survived a garbage collection
  *   mbuf                    mbuf_sz: heap and message fragments
  *   vheap                   off_heap.overhead + bin_old_vheap (words of
  *                           off-heap binaries referenced, erl_gc.c)
@@ -89,6 +91,7 @@ struct xb_proc {
 	/* addresses */
 	uint64_t heap, htop, stop, hend, abandoned_heap;
 	uint64_t old_heap, old_htop, old_hend;
+	uint64_t high_water;     /* young heap below it survived a collection */
 	uint64_t mbuf;
 	/* words */
 	uint64_t heap_sz, mbuf_sz;
@@ -110,6 +113,14 @@ static inline uint64_t xb_proc_old_heap_words(const struct xb_proc *p)
 static inline uint64_t xb_proc_old_used_words(const struct xb_proc *p)
 {
 	return p->old_heap ? (p->old_htop - p->old_heap) / 8 : 0;
+}
+/* Data that survived at least one garbage collection: the old heap's
+ * used part and the young heap below high_water (erl_gc.c: what the next
+ * minor collection promotes; after a full sweep, everything live). */
+static inline uint64_t xb_proc_long_lived_words(const struct xb_proc *p)
+{
+	uint64_t young = p->high_water >= p->heap && p->high_water <= p->hend ? (p->high_water - p->heap) / 8 : 0;
+	return xb_proc_old_used_words(p) + young;
 }
 static inline uint64_t xb_proc_stack_words(const struct xb_proc *p)
 {

@@ -427,7 +427,14 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	if (collect_areas(t, &res->proc, areas, &na, &res->words_total) < 0)
 		goto out;
 	uint64_t maxw = o->max_words ? o->max_words : DEF_MAX_WORDS;
-	uint64_t cw = o->chunk_words ? o->chunk_words : DEF_CHUNK;
+	/* 256 chunks per read: strata small enough that a heap made of a
+	 * few large uniform regions (what a copying GC leaves) is still
+	 * estimated well */
+	uint64_t cw = o->chunk_words ? o->chunk_words : maxw / 256;
+	if (cw < 1024)
+		cw = 1024;
+	if (cw > DEF_CHUNK)
+		cw = DEF_CHUNK;
 	if (cw > maxw)
 		cw = maxw;
 	res->whole = res->words_total <= maxw;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* erl_process.h: ERTS_PSFLG_BIT(N) = 1 << (ERTS_PSFLGS_ZERO_BIT_OFFSET (6)
  * + N); the bit numbers below are the same in OTP 25, 27 and 29. */
@@ -206,6 +207,12 @@ static bool parse(struct xb_ptab *t, uint32_t slot, uint64_t addr, const uint8_t
 		*why = "gone";
 		return false;
 	}
+	if (p->state & PSFLG_GC) {
+		/* in the middle of a garbage collection: its heap pointers
+		 * are not a state of the process */
+		*why = "changing";
+		return false;
+	}
 	p->reg = get64(b, off(t, XB_F_PROC_REG));
 	for (int k = 0; k < 3; k++)
 		p->initial[k] = off(t, XB_F_PROC_INITIAL) >= 0 ? get64(b, off(t, XB_F_PROC_INITIAL) + 8 * k) : 0;
@@ -220,6 +227,7 @@ static bool parse(struct xb_ptab *t, uint32_t slot, uint64_t addr, const uint8_t
 	p->old_htop = get64(b, off(t, XB_F_PROC_OLD_HTOP));
 	p->old_hend = get64(b, off(t, XB_F_PROC_OLD_HEND));
 	p->mbuf = get64(b, off(t, XB_F_PROC_MBUF));
+	p->high_water = get64(b, off(t, XB_F_PROC_HIGH_WATER));
 	p->heap_sz = get64(b, off(t, XB_F_PROC_HEAP_SZ));
 	p->mbuf_sz = get64(b, off(t, XB_F_PROC_MBUF_SZ));
 	p->vheap_words = get64(b, off(t, XB_F_PROC_OFF_HEAP_OVERHEAD)) + get64(b, off(t, XB_F_PROC_BIN_OLD_VHEAP));
@@ -248,6 +256,7 @@ static bool same_snapshot(const struct xb_proc *a, const struct xb_proc *b)
 	return a->pid == b->pid && a->heap == b->heap && a->hend == b->hend && a->heap_sz == b->heap_sz &&
 	       a->abandoned_heap == b->abandoned_heap && a->old_heap == b->old_heap &&
 	       a->old_htop == b->old_htop && a->old_hend == b->old_hend && a->mbuf == b->mbuf &&
+	       a->high_water == b->high_water &&
 	       a->mbuf_sz == b->mbuf_sz;
 }
 
@@ -549,6 +558,22 @@ static void read_names(struct xb_ptab *t, struct xb_proc *v, size_t n)
 	}
 }
 
+/* Before the second read of a process: let a garbage collection in
+ * progress (ERTS_PSFLG_GC) finish, polling its state for up to 250 ms. */
+static void wait_gc_done(struct xb_ptab *t, uint32_t slot)
+{
+	uint64_t addr;
+	uint32_t st;
+	usleep(1000);
+	for (int i = 0; i < 50; i++) {
+		if (xb_read_u64(&t->vm->mem, t->tab + (uint64_t)slot * 8, &addr) < 0 || !addr ||
+		    addr == t->invalid ||
+		    xb_read_u32(&t->vm->mem, addr + (uint64_t)off(t, XB_F_PROC_STATE), &st) < 0 || !(st & PSFLG_GC))
+			return;
+		usleep(5000);
+	}
+}
+
 int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc *p)
 {
 	struct xb_vm *vm = t->vm;
@@ -561,6 +586,8 @@ int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc
 	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		uint64_t addr, addr2;
+		if (attempt)
+			wait_gc_done(t, slot);
 		const char *why = NULL;
 		struct xb_proc p2;
 		if (slot >= t->max) {

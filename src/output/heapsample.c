@@ -172,31 +172,34 @@ int xb_hs_write_procs(FILE *f, enum xb_hs_format fmt, const struct xb_hs_proc *r
 void xb_hs_write_totals(FILE *f, const struct xb_hs_totals *t)
 {
 	char a[6][24];
-	fprintf(f, "total: %" PRIu64 " processes, %s (%" PRIu64 " bytes) as process_info(P, memory) "
+	fprintf(f, "total: %" PRIu64 " processes, %s (%" PRIu64 " bytes) as process_info(P, memory)\n"
 		   "counts them\n",
 		t->processes, xb_hs_human(t->memory_bytes, a[0], 24), t->memory_bytes);
 	if (t->vm_known) {
-		fprintf(f, "the VM's own figure, erlang:memory(processes): %s (%" PRIu64 " bytes) = "
-			   "eheap_alloc blocks %s + process structures %s + process table %s + "
-			   "links/monitors/message refs/timers %s%s\n",
+		fprintf(f, "the VM's own figure, erlang:memory(processes): %s (%" PRIu64 " bytes) =\n"
+			   "  eheap_alloc blocks %s + process structures %s + process table %s\n"
+			   "  + links, monitors, message refs, timers %s%s\n",
 			xb_hs_human(t->vm_processes, a[1], 24), t->vm_processes, xb_hs_human(t->vm_eheap, a[2], 24),
 			xb_hs_human(t->vm_procs, a[3], 24), xb_hs_human(t->vm_ptab, a[4], 24),
 			xb_hs_human(t->vm_fix_other, a[5], 24),
-			t->vm_fix_known ? "" : " (fix_alloc lists not recognised: structures not counted)");
+			t->vm_fix_known ? "" : "\n  (fix_alloc lists not recognised: structures not counted)");
 		if (t->vm_processes)
-			fprintf(f, "the rows add up to %.1f%% of it\n",
-				100.0 * (double)t->memory_bytes / (double)t->vm_processes);
+			fprintf(f, "the rows add up to %.1f%% of it (%.1f%% without the process table)\n",
+				100.0 * (double)t->memory_bytes / (double)t->vm_processes,
+				t->vm_processes > t->vm_ptab
+					? 100.0 * (double)t->memory_bytes / (double)(t->vm_processes - t->vm_ptab)
+					: 0.0);
 	} else {
 		fprintf(f, "the VM's own figure for processes is not available: %s\n",
 			t->vm_why ? t->vm_why : "unknown");
 	}
 	if (t->skipped_changed || t->skipped_gone || t->skipped_unreadable)
-		fprintf(f, "not shown: %" PRIu64 " processes changed (garbage collected) during both reads, "
-			   "%" PRIu64 " exited while read, %" PRIu64 " unreadable\n",
+		fprintf(f, "not shown: %" PRIu64 " processes changed (garbage collected) during both\n"
+			   "reads, %" PRIu64 " exited while read, %" PRIu64 " unreadable\n",
 			t->skipped_changed, t->skipped_gone, t->skipped_unreadable);
 	if (t->partial)
-		fprintf(f, "* %" PRIu64 " processes: a message queue or link set too long to walk, or partly "
-			   "unreadable; their memory is a lower bound\n", t->partial);
+		fprintf(f, "* %" PRIu64 " processes: a message queue or link set too long to walk, or\n"
+			   "  partly unreadable; their memory is a lower bound\n", t->partial);
 }
 
 /* ---- growth ---- */
@@ -207,7 +210,7 @@ int xb_hs_write_growth_header(FILE *f, enum xb_hs_format fmt)
 		fputs("[", f);
 	else if (fmt == XB_HS_CSV)
 		fputs("interval,seconds,pid,name,current_function,new_process,memory_bytes_delta,"
-		      "old_heap_used_bytes_delta,old_heap_bytes_delta,heap_bytes_delta,mbuf_bytes_delta,"
+		      "long_lived_bytes_delta,old_heap_used_bytes_delta,old_heap_bytes_delta,heap_bytes_delta,mbuf_bytes_delta,"
 		      "bin_vheap_bytes_delta,message_queue_len_delta,message_queue_bytes_delta,reductions_delta\n", f);
 	return 0;
 }
@@ -233,6 +236,7 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 			xb_json_kv_string(&j, "current_function", r->current_function);
 			xb_json_kv_bool(&j, "new_process", r->new_process);
 			xb_json_kv_int(&j, "memory_bytes_delta", r->memory_bytes);
+			xb_json_kv_int(&j, "long_lived_bytes_delta", r->long_lived_bytes);
 			xb_json_kv_int(&j, "old_heap_used_bytes_delta", r->old_heap_used_bytes);
 			xb_json_kv_int(&j, "old_heap_bytes_delta", r->old_heap_bytes);
 			xb_json_kv_int(&j, "heap_bytes_delta", r->heap_bytes);
@@ -259,8 +263,8 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 			fputc(',', f);
 			csv_field(f, r->current_function);
 			fprintf(f, ",%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-				   ",%" PRId64 ",%" PRId64 "\n",
-				r->new_process ? "true" : "false", r->memory_bytes, r->old_heap_used_bytes,
+				   ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
+				r->new_process ? "true" : "false", r->memory_bytes, r->long_lived_bytes, r->old_heap_used_bytes,
 				r->old_heap_bytes, r->heap_bytes, r->mbuf_bytes, r->bin_vheap_bytes,
 				r->message_queue_len, r->message_queue_bytes, r->reductions);
 		}
@@ -268,14 +272,14 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 	}
 	if (n)
 		fprintf(f, "interval %u (%.1f s): growth, largest first\n", rows[0].interval, rows[0].seconds);
-	fprintf(f, "%-12s %7s %9s %7s %7s %7s %7s %7s\n", "PID", "MEMORY", "LONG-LIVED", "OLD", "YOUNG",
+	fprintf(f, "%-12s %7s %10s %7s %7s %7s %7s %6s\n", "PID", "MEMORY", "LONG-LIVED", "OLD", "YOUNG",
 		"MBUF", "BINARY", "MSGQ");
 	for (size_t i = 0; i < n; i++) {
 		const struct xb_hs_growth *r = &rows[i];
 		char q[24];
 		snprintf(q, sizeof(q), "%+" PRId64, r->message_queue_len);
-		fprintf(f, "%-12s %7s %9s %7s %7s %7s %7s %7s\n", clean(r->pid, t1, 64), plus(r->memory_bytes, a[0], 24),
-			plus(r->old_heap_used_bytes, a[1], 24), plus(r->old_heap_bytes, a[2], 24),
+		fprintf(f, "%-12s %7s %10s %7s %7s %7s %7s %6s\n", clean(r->pid, t1, 64), plus(r->memory_bytes, a[0], 24),
+			plus(r->long_lived_bytes, a[1], 24), plus(r->old_heap_bytes, a[2], 24),
 			plus(r->heap_bytes, a[3], 24), plus(r->mbuf_bytes, a[4], 24),
 			plus(r->bin_vheap_bytes, a[5], 24), q);
 		fprintf(f, "  %s%s%s%s\n", clean(r->name, t1, sizeof(t1)), r->new_process ? " (new)" : "",
@@ -284,8 +288,9 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 	}
 	if (!n)
 		fputs("  (no process grew)\n", f);
-	fputs("LONG-LIVED: growth of the old heap's used part (data that survived a garbage\n"
-	      "collection); OLD, YOUNG: heap sizes; BINARY: off-heap binaries referenced.\n", f);
+	fputs("LONG-LIVED: growth of the data that survived a garbage collection (old heap\n"
+	      "used + young heap below high_water); OLD, YOUNG: heap sizes; BINARY:\n"
+	      "off-heap binaries referenced; MEMORY as process_info(P, memory).\n", f);
 	return 0;
 }
 
@@ -428,11 +433,11 @@ void xb_hs_write_rss(FILE *f, const struct xb_alloc_info *ai, const struct xb_hs
 		fputs("RSS: /proc/PID/smaps could not be read\n", f);
 		return;
 	}
-	fprintf(f, "RSS: %s of anonymous read-write memory resident (%s mapped; /proc/PID/smaps)\n",
+	fprintf(f, "RSS: %s of anonymous read-write memory resident (%s mapped; smaps)\n",
 		xb_hs_human(r->anon_rw_rss, a[0], 24), xb_hs_human(r->anon_rw_size, a[1], 24));
 	if (!r->resident_known) {
-		fprintf(f, "  carriers: %s, blocks in them %s; which pages are resident is unknown "
-			   "(/proc/PID/pagemap unreadable)\n",
+		fprintf(f, "  carriers: %s, blocks in them %s; which pages are resident is\n"
+			   "  unknown (/proc/PID/pagemap unreadable)\n",
 			xb_hs_human(r->carriers_bytes, a[2], 24), xb_hs_human(r->blocks_bytes, a[3], 24));
 		return;
 	}
@@ -443,7 +448,7 @@ void xb_hs_write_rss(FILE *f, const struct xb_alloc_info *ai, const struct xb_hs
 	fprintf(f, "    resident, not in blocks: %7s (%.1f%% of RSS: free carrier space)\n",
 		xb_hs_human(r->resident_free, a[5], 24),
 		r->anon_rw_rss ? 100.0 * (double)r->resident_free / (double)r->anon_rw_rss : 0.0);
-	fprintf(f, "  outside carriers:          %7s (unaccounted: thread stacks, libc malloc, ...)\n",
+	fprintf(f, "  outside carriers:          %7s (unaccounted: stacks, libc malloc, ...)\n",
 		xb_hs_human(outside, a[6], 24));
 }
 

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define PROG "erlang-heapsample"
@@ -38,6 +39,28 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+}
+
+/* process_vm_readv is all this tool needs (no perf events): say so when
+ * it is refused, rather than the sampler's message. */
+static int can_read(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == EACCES || errno == EPERM ? -1 : 0;
+	unsigned long long a = 0, b;
+	char perms[8] = "";
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[0] == 'r')
+			break;
+	fclose(f);
+	char buf[8];
+	struct iovec l = { buf, 1 }, r = { (void *)(uintptr_t)a, 1 };
+	if (a && process_vm_readv(pid, &l, 1, &r, 1, 0) < 0 && (errno == EPERM || errno == EACCES))
+		return -1;
+	return 0;
 }
 
 static const char *const formats[] = { "table", "csv", "json", NULL };
@@ -57,9 +80,10 @@ static struct {
 static const struct xb_opt options[] = {
 	{ "interval", 'i', XB_OPT_DOUBLE, &o.interval, "SECONDS",
 	  "growth: snapshots SECONDS apart; rows are what each\n"
-	  "process gained, split into long-lived data (the old\n"
-	  "heap's used part: survived a garbage collection),\n"
-	  "young heap, heap fragments, binaries, messages",
+	  "process gained, and how much of it is long-lived data\n"
+	  "(survived a garbage collection: old heap used + young\n"
+	  "heap below high_water), young heap, fragments,\n"
+	  "binaries, messages",
 	  0.01, 86400, .group = "Modes (default: one row per process, largest first):",
 	  .given = &o.interval_given },
 	{ "count", 'c', XB_OPT_UINT, &o.count, "N", "with --interval: N intervals (default 1)", 1, 1000000,
@@ -76,11 +100,12 @@ static const struct xb_opt options[] = {
 	  .group = "Output:", .given = &o.top_given },
 	{ "sort", 's', XB_OPT_CHOICE, &o.sort, "FIELD",
 	  "order of the rows: memory (default), heap, old_heap,\n"
-	  "stack, mbuf, msgq, binary, reductions; with --interval:\n"
-	  "memory (default) or long_lived", .choices = sorts, .given = &o.sort_given },
+	  "stack, mbuf, msgq, binary, reductions; with\n"
+	  "--interval: memory (default) or long_lived",
+	  .choices = sorts, .given = &o.sort_given },
 	{ "format", 'f', XB_OPT_CHOICE, &o.format, "FORMAT",
-	  "table (default, 80 columns), csv, or json (an array of\n"
-	  "objects with snake_case keys)", .choices = formats },
+	  "table (default, 80 columns), csv, or json (an\n"
+	  "array of objects with snake_case keys)", .choices = formats },
 	{ "output", 'o', XB_OPT_STR, &o.output, "FILE",
 	  "write to FILE (written in full, then renamed into\n"
 	  "place; a symbolic link there is refused)" },
@@ -97,7 +122,7 @@ static const struct xb_opt options[] = {
 static const struct xb_cli cli = {
 	.prog = PROG,
 	.usage = "[OPTIONS] PID",
-	.summary = "Where a running Erlang VM's memory is: per process, per allocator, inside a heap.\n"
+	.summary = "Where a running Erlang VM's memory is: per process, per allocator, in a heap.\n"
 		   "The VM is never paused; nothing is loaded into it.\n",
 	.opts = options,
 	.nopts = XB_ARRAY_SIZE(options),
@@ -134,7 +159,7 @@ static const struct xb_cli cli = {
 struct row {
 	uint64_t pid, reg_name, initial[3], current_mfa[3];
 	enum xb_pstatus status;
-	uint64_t memory, heap_sz, old_heap, old_used, stack, mbuf, msgq, msgq_bytes, vheap, reds, links, monitors;
+	uint64_t memory, heap_sz, old_heap, old_used, long_lived, stack, mbuf, msgq, msgq_bytes, vheap, reds, links, monitors;
 	bool partial;
 };
 
@@ -158,6 +183,7 @@ static int collect(const struct xb_proc *p, void *arg)
 	r->heap_sz = p->heap_sz;
 	r->old_heap = xb_proc_old_heap_words(p);
 	r->old_used = xb_proc_old_used_words(p);
+	r->long_lived = xb_proc_long_lived_words(p);
 	r->stack = xb_proc_stack_words(p);
 	r->mbuf = p->mbuf_sz;
 	r->msgq = p->msgq_len;
@@ -342,7 +368,7 @@ static int by_pid(const void *a, const void *b)
 
 struct grow {
 	struct row *now;
-	int64_t d_mem, d_old_used, d_old, d_heap, d_mbuf, d_vheap, d_msgq, d_msgq_bytes, d_reds;
+	int64_t d_mem, d_long, d_old_used, d_old, d_heap, d_mbuf, d_vheap, d_msgq, d_msgq_bytes, d_reds;
 	bool is_new;
 };
 
@@ -351,11 +377,11 @@ static bool long_lived;
 static int by_growth(const void *a, const void *b)
 {
 	const struct grow *x = a, *y = b;
-	int64_t p = long_lived ? x->d_old_used : x->d_mem, q = long_lived ? y->d_old_used : y->d_mem;
+	int64_t p = long_lived ? x->d_long : x->d_mem, q = long_lived ? y->d_long : y->d_mem;
 	if (p != q)
 		return p < q ? 1 : -1;
-	if (x->d_old_used != y->d_old_used)
-		return x->d_old_used < y->d_old_used ? 1 : -1;
+	if (x->d_long != y->d_long)
+		return x->d_long < y->d_long ? 1 : -1;
 	return x->now->pid < y->now->pid ? -1 : x->now->pid > y->now->pid;
 }
 
@@ -416,6 +442,7 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 			x->is_new = p == &zero;
 			x->d_mem = (int64_t)c->memory - (int64_t)p->memory;
 			x->d_old_used = ((int64_t)c->old_used - (int64_t)p->old_used) * 8;
+			x->d_long = ((int64_t)c->long_lived - (int64_t)p->long_lived) * 8;
 			x->d_old = ((int64_t)c->old_heap - (int64_t)p->old_heap) * 8;
 			x->d_heap = ((int64_t)c->heap_sz - (int64_t)p->heap_sz) * 8;
 			x->d_mbuf = ((int64_t)c->mbuf - (int64_t)p->mbuf) * 8;
@@ -426,7 +453,7 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		}
 		qsort(g, ng, sizeof(*g), by_growth);
 		size_t n = 0;
-		while (n < ng && (!o.top || n < o.top) && (long_lived ? g[n].d_old_used : g[n].d_mem) > 0)
+		while (n < ng && (!o.top || n < o.top) && (long_lived ? g[n].d_long : g[n].d_mem) > 0)
 			n++;
 		struct xb_hs_growth *v = calloc(n ? n : 1, sizeof(*v));
 		if (!v) {
@@ -439,7 +466,8 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 			view(vm, g[i].now, &pv);
 			v[i] = (struct xb_hs_growth){ .pid = pv.pid, .name = pv.name, .current_function = pv.current_function,
 						      .interval = k, .seconds = (double)(t1 - t0) / 1e9,
-						      .memory_bytes = g[i].d_mem, .old_heap_used_bytes = g[i].d_old_used,
+						      .memory_bytes = g[i].d_mem, .long_lived_bytes = g[i].d_long,
+						      .old_heap_used_bytes = g[i].d_old_used,
 						      .old_heap_bytes = g[i].d_old, .heap_bytes = g[i].d_heap,
 						      .mbuf_bytes = g[i].d_mbuf, .bin_vheap_bytes = g[i].d_vheap,
 						      .message_queue_len = g[i].d_msgq,
@@ -492,16 +520,21 @@ static int find_process(struct xb_ptab *t, const char *spec, uint32_t *slot)
 		if (node != 0)
 			return xb_fail("%s is a pid of another node; --contents reads processes of this VM "
 				       "(<0.N.S>)", spec);
-		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0)
-			return xb_fail("%s: %s; the default mode lists the processes", spec, xb_err());
+		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
+			char why[512];
+			snprintf(why, sizeof(why), "%s", xb_err());
+			return xb_fail("%s; the default mode lists the processes", why);
+		}
 		return 0;
 	}
 	for (const char *c = spec; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == '<' || *c == '>')
 			return xb_fail("--contents wants a pid <0.N.S> or a registered name, not '%s'", spec);
-	if (xb_ptab_find_name(t, spec, slot) < 0)
-		return xb_fail("%s; pass a registered name or a pid <0.N.S> (the default mode lists them)",
-			       xb_err());
+	if (xb_ptab_find_name(t, spec, slot) < 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", xb_err());
+		return xb_fail("%s; pass a registered name or a pid <0.N.S> (the default mode lists them)", why);
+	}
 	return 0;
 }
 
@@ -638,6 +671,12 @@ int main(int argc, char **argv)
 		long_lived = !strcmp(o.sort, "long_lived");
 	}
 
+	if (can_read(pid) < 0) {
+		fprintf(stderr, PROG ": permission denied reading the memory of process %d: run as root or "
+				"as the VM's user, or give this tool CAP_SYS_PTRACE (what process_vm_readv needs; "
+				"Yama ptrace_scope above 1 refuses even that)\n", pid);
+		return 1;
+	}
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
