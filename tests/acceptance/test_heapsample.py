@@ -281,7 +281,11 @@ def test_alloc_matches_system_info(target):
                 for k in ("mbcs_carriers_bytes", "mbcs_blocks_bytes", "sbcs_carriers_bytes",
                           "sbcs_blocks_bytes"):
                     v, b0, b1 = rows[a][k], before[a][k], after[a][k]
-                    if not (close(v, b0, 0.02) or close(v, b1, 0.02) or min(b0, b1) <= v <= max(b0, b1)):
+                    # 4 KiB of slack: system_info({allocator, A}) itself
+                    # allocates its request and reply while it measures
+                    # (a few hundred bytes of sl_alloc, temp_alloc, ...)
+                    if not (close(v, b0, 0.02, 4096) or close(v, b1, 0.02, 4096) or
+                            min(b0, b1) <= v <= max(b0, b1)):
                         fails.append("%s %s: %d, VM %d .. %d" % (a, k, v, b0, b1))
             if not fails:
                 break
