@@ -18,8 +18,8 @@ in random order:
     idle    nothing runs
     tool    erlang-heapsample --format json -t 0 PID, back to back
 
-Each tool run is timed (wall, from spawn to exit), the peak RSS of the runs
-taken (getrusage(RUSAGE_CHILDREN).ru_maxrss); its JSON must parse and list at least N processes.
+Each tool run is timed (wall, from spawn to exit) and its peak RSS taken
+(wait4's ru_maxrss); its JSON must parse and list at least N processes.
 The VM's throughput in a window is work units per second of its scheduler
 thread's CPU time (/proc/PID/task/TID/schedstat) and per wall second; its
 loss in a tool window is 1 - rate / rate of the idle windows of the same
@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -64,17 +63,23 @@ def pct(values, p):
 
 
 def run_tool(argv, min_rows):
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = p.communicate()
-    dt = time.perf_counter() - t0
+    """Run the tool once: (wall seconds, peak RSS in KiB, stderr)."""
+    import tempfile
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        o, e = out.read(), err.read().decode(errors="replace")
     if p.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), p.returncode,
-                                                    err.decode(errors="replace")))
-    rows = json.loads(out)
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), p.returncode, e))
+    rows = json.loads(o)
     if len(rows) < min_rows:
         raise RuntimeError("only %d rows, expected at least %d" % (len(rows), min_rows))
-    return dt, err.decode(errors="replace")
+    return dt, ru.ru_maxrss, e
 
 
 def main():
@@ -124,9 +129,10 @@ def main():
         argv = pin + [tool, "--format", "json", "-t", "0", str(vm.pid)]
         times, loss_cpu, loss_wall = [], [], []
         # one run first: warm caches, and the totals line for the record
-        dt, err = run_tool(argv, a.processes)
-        print("first run: %.3f s; %s" % (dt, " / ".join(l for l in err.splitlines()[:2])))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        dt, rss, err = run_tool(argv, a.processes)
+        print("first run: %.3f s, peak RSS %.1f MiB; %s" % (dt, rss / 1024.0, " ".join(err.split())[:300]))
+        rss_top = run_tool(pin + [tool, "--format", "json", "-t", "30", str(vm.pid)], 30)[1]
+        rss_all = []
         for rnd in range(a.rounds):
             order = ["idle", "tool"]
             rng.shuffle(order)
@@ -137,20 +143,20 @@ def main():
                     time.sleep(a.window)
                 else:
                     while time.monotonic() - t0 < a.window:
-                        dt, _ = run_tool(argv, a.processes)
+                        dt, rss, _ = run_tool(argv, a.processes)
                         times.append(dt)
+                        rss_all.append(rss)
                 u1, c1, t1 = state()
                 rate[w] = ((u1 - u0) / (c1 - c0) if c1 > c0 else 0, (u1 - u0) / (t1 - t0))
             loss_cpu.append(1 - rate["tool"][0] / rate["idle"][0])
             loss_wall.append(1 - rate["tool"][1] / rate["idle"][1])
-        maxrss_kb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     med = statistics.median(times)
     print("erlang-heapsample --format json -t 0 (all %d rows): %d runs, median %.3f s, p90 %.3f s, "
           "max %.3f s; median / target (%.1f s) = %.2f; %s"
           % (nproc, len(times), med, pct(times, 90), max(times), a.target_s, med / a.target_s,
              "PASS" if max(times) <= a.target_s else "FAIL (the slowest run is over the target)"))
-    print("peak RSS of the tool: %.1f MiB (%.0f bytes per process)"
-          % (maxrss_kb / 1024.0, maxrss_kb * 1024.0 / nproc))
+    print("peak RSS of the tool: %.1f MiB writing all rows (%.0f bytes per process), %.1f MiB "
+          "with -t 30" % (max(rss_all) / 1024.0, max(rss_all) * 1024.0 / nproc, rss_top / 1024.0))
     print("VM throughput lost while the tool runs back to back: per scheduler CPU-second "
           "median %.1f%% (rounds: %.1f%% .. %.1f%%); per wall second median %.1f%% "
           "(%.1f%% .. %.1f%%)"

@@ -374,83 +374,149 @@ static void walk_messages(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p
 }
 
 /* One monitor as erl_monitor_link.c erts_monitor_size() counts it: the
- * size of its data by the origin's type, shared by refc holders.  Node
- * monitors are extended without heap; other extended ones (distribution,
- * by name) are counted as ErtsMonitorDataHeap, a few words short. */
-static uint64_t monitor_size(struct xb_ptab *t, uint64_t node, uint16_t offset, struct xb_proc *p)
+ * size of its data by the origin's type (TYPE_WORD: origin.type, or
+ * origin.flags in OTP 29), shared by its REFC holders.  Node monitors are
+ * extended without heap; other extended ones (distribution, by name) are
+ * counted as ErtsMonitorDataHeap, a few words short. */
+static uint64_t monitor_bytes(struct xb_ptab *t, uint32_t refc, uint32_t type_word)
 {
-	uint64_t md = node - offset;
-	uint32_t refc = 0, type = 0;
 	uint64_t size = (uint64_t)off(t, XB_F_MONDATAHEAP_SIZE);
-	if (xb_read_u32(&t->vm->mem, md + (uint64_t)off(t, XB_F_MONDATA_REFC), &refc) < 0 || !refc ||
-	    refc > 1000000) {
-		p->partial |= XB_PP_UNREADABLE;
-		refc = 2;
-	}
-	if (off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0) {
-		uint16_t ty;
-		if (xb_read(&t->vm->mem, md + (uint64_t)off(t, XB_F_MONDATA_ORIGIN_TYPE), &ty, 2) == 0)
-			type = ty;
-	} else if (off(t, XB_F_MONDATA_ORIGIN_FLAGS) >= 0) {
-		uint32_t fl;
-		if (xb_read_u32(&t->vm->mem, md + (uint64_t)off(t, XB_F_MONDATA_ORIGIN_FLAGS), &fl) == 0)
-			type = fl & ML_TYPE_MASK;
-	}
+	uint32_t type = off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? (type_word & 0xffff) : (type_word & ML_TYPE_MASK);
 	if (type == MON_TYPE_ALIAS && off(t, XB_F_MONDATA_SIZE) > 0)
 		size = (uint64_t)off(t, XB_F_MONDATA_SIZE);
 	else if (type == MON_TYPE_SUSPEND && off(t, XB_F_MONSUSPEND_SIZE) > 0)
 		size = (uint64_t)off(t, XB_F_MONSUSPEND_SIZE);
 	else if ((type == MON_TYPE_NODE || type == MON_TYPE_NODES) && off(t, XB_F_MONDATAEXT_SIZE) > 8)
 		size = (uint64_t)off(t, XB_F_MONDATAEXT_SIZE) - 8; /* extended, no heap: (hsz - 1) words */
-	return size / refc;
+	return size / (refc ? refc : 1);
+}
+
+static int64_t monitor_type_off(struct xb_ptab *t)
+{
+	return off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? off(t, XB_F_MONDATA_ORIGIN_TYPE)
+						     : off(t, XB_F_MONDATA_ORIGIN_FLAGS);
+}
+
+static uint64_t monitor_size(struct xb_ptab *t, uint64_t node, uint16_t offset, struct xb_proc *p)
+{
+	uint64_t md = node - offset;
+	uint32_t refc = 0, type = 0;
+	if (xb_read_u32(&t->vm->mem, md + (uint64_t)off(t, XB_F_MONDATA_REFC), &refc) < 0 || !refc ||
+	    refc > 1000000) {
+		p->partial |= XB_PP_UNREADABLE;
+		refc = 2;
+	}
+	if (monitor_type_off(t) >= 0)
+		xb_read(&t->vm->mem, md + (uint64_t)monitor_type_off(t), &type,
+			off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? 2 : 4);
+	return monitor_bytes(t, refc, type);
 }
 
 /* Links (erl_monitor_link.c erts_link_size: sizeof(ErtsLink); extended
- * (distribution) links are counted at that size too) and monitors in a
- * red-black tree. */
-static void walk_tree(struct xb_ptab *t, uint64_t root, bool monitors, struct xb_proc *p)
+ * (distribution) links are counted at that size too) and monitors, in
+ * red-black trees, for N processes at once: breadth first, one batched
+ * read per level of all the trees (a supervisor with 100,000 links costs
+ * some 40 system calls, not 100,000). */
+struct mlnode {
+	uint64_t addr;
+	uint32_t pi;
+	bool monitor;
+};
+
+static void walk_trees(struct xb_ptab *t, struct xb_proc **ps, const uint8_t *const *bufs, size_t n)
 {
 	int64_t ol = off(t, XB_F_MLNODE_LEFT), orr = off(t, XB_F_MLNODE_RIGHT), oo = off(t, XB_F_MLNODE_OFFSET),
-		osz = off(t, XB_F_MLNODE_SIZE);
-	if (!root)
-		return;
-	if (ol < 0 || orr < 0 || osz <= 0 || osz > 256 || (monitors && (oo < 0 || off(t, XB_F_MONDATA_REFC) < 0 ||
-							   off(t, XB_F_MONDATAHEAP_SIZE) <= 0))) {
-		p->partial |= XB_PP_UNREADABLE;
-		return;
+		osz = off(t, XB_F_MLNODE_SIZE), orefc = off(t, XB_F_MONDATA_REFC), oty = monitor_type_off(t);
+	bool ok_links = ol >= 0 && orr >= 0 && osz > 0 && osz <= 256;
+	bool ok_mons = ok_links && oo >= 0 && orefc >= 0 && off(t, XB_F_MONDATAHEAP_SIZE) > 0;
+	struct mlnode *cur = NULL, *next = NULL;
+	size_t ncur = 0, capcur = 0, nnext = 0, capnext = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t roots[2] = { get64(bufs[i], off(t, XB_F_PROC_LINKS)), get64(bufs[i], off(t, XB_F_PROC_MONITORS)) };
+		for (int k = 0; k < 2; k++) {
+			if (!roots[k])
+				continue;
+			if (!(k ? ok_mons : ok_links)) {
+				ps[i]->partial |= XB_PP_UNREADABLE;
+				continue;
+			}
+			if (xb_grow((void **)&cur, &capcur, ncur + 1, sizeof(*cur)) < 0)
+				goto out;
+			cur[ncur++] = (struct mlnode){ roots[k], (uint32_t)i, k == 1 };
+		}
 	}
-	uint64_t stack[128];
-	int sp = 0;
-	stack[sp++] = root;
-	uint64_t seen = 0;
-	while (sp) {
-		uint64_t n = stack[--sp];
-		uint8_t b[256];
-		if (++seen > XB_MAX_ML_WALK) {
-			p->partial |= XB_PP_LINKS;
-			return;
+	uint8_t *nb = NULL, *mb = NULL;
+	size_t capnb = 0;
+	struct xb_readreq *q = NULL;
+	size_t capq = 0;
+	while (ncur) {
+		if (xb_grow((void **)&q, &capq, 2 * ncur, sizeof(*q)) < 0 ||
+		    xb_grow((void **)&nb, &capnb, ncur * (size_t)osz + ncur * 8, 1) < 0)
+			break;
+		mb = nb + ncur * (size_t)osz; /* refc, type word per node */
+		for (size_t j = 0; j < ncur; j++)
+			q[j] = (struct xb_readreq){ cur[j].addr, nb + j * (size_t)osz, (size_t)osz, false };
+		xb_read_many(&t->vm->mem, q, ncur);
+		/* monitors: refc and type from the monitor data */
+		size_t k = 0;
+		for (size_t j = 0; j < ncur; j++) {
+			memset(mb + 8 * j, 0, 8);
+			if (!cur[j].monitor || !q[j].ok)
+				continue;
+			uint64_t md = cur[j].addr - get16(nb + j * (size_t)osz, oo);
+			q[ncur + k++] = (struct xb_readreq){ md + (uint64_t)orefc, mb + 8 * j, 4, false };
+			if (oty >= 0)
+				q[ncur + k++] = (struct xb_readreq){ md + (uint64_t)oty, mb + 8 * j + 4,
+								     off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? 2 : 4, false };
 		}
-		if (xb_read(&t->vm->mem, n, b, (size_t)osz) < 0) {
-			p->partial |= XB_PP_UNREADABLE;
-			return;
+		xb_read_many(&t->vm->mem, q + ncur, k);
+		nnext = 0;
+		for (size_t j = 0; j < ncur; j++) {
+			struct xb_proc *p = ps[cur[j].pi];
+			const uint8_t *b = nb + j * (size_t)osz;
+			if (!q[j].ok) {
+				p->partial |= XB_PP_UNREADABLE;
+				continue;
+			}
+			if (p->links + p->monitors >= XB_MAX_ML_WALK) {
+				p->partial |= XB_PP_LINKS;
+				continue;
+			}
+			if (cur[j].monitor) {
+				uint32_t refc = get32(mb + 8 * j, 0), ty = get32(mb + 8 * j, 4);
+				if (!refc || refc > 1000000) {
+					p->partial |= XB_PP_UNREADABLE;
+					refc = 2;
+				}
+				p->monitors++;
+				p->ml_bytes += monitor_bytes(t, refc, ty);
+			} else {
+				p->links++;
+				p->ml_bytes += (uint64_t)osz;
+			}
+			uint64_t kids[2] = { get64(b, ol), get64(b, orr) };
+			for (int c = 0; c < 2; c++) {
+				if (!kids[c])
+					continue;
+				if (xb_grow((void **)&next, &capnext, nnext + 1, sizeof(*next)) < 0)
+					goto done;
+				next[nnext++] = (struct mlnode){ kids[c], cur[j].pi, cur[j].monitor };
+			}
 		}
-		if (monitors) {
-			p->monitors++;
-			p->ml_bytes += monitor_size(t, n, get16(b, oo), p);
-		} else {
-			p->links++;
-			p->ml_bytes += (uint64_t)osz;
-		}
-		uint64_t l = get64(b, ol), r = get64(b, orr);
-		if (sp + 2 > (int)XB_ARRAY_SIZE(stack)) {
-			p->partial |= XB_PP_LINKS;
-			return;
-		}
-		if (l)
-			stack[sp++] = l;
-		if (r)
-			stack[sp++] = r;
+		struct mlnode *tmp = cur;
+		size_t tc = capcur;
+		cur = next;
+		capcur = capnext;
+		ncur = nnext;
+		next = tmp;
+		capnext = tc;
 	}
+done:
+	free(q);
+	free(nb);
+out:
+	free(cur);
+	free(next);
 }
 
 /* Local target monitors: a circular list (erts_monitor_list_foreach). */
@@ -484,14 +550,13 @@ static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
 	}
 }
 
+/* Everything erts_process_memory() adds, but the link and monitor trees
+ * (walk_trees, done first for a whole batch). */
 static void read_memory(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p)
 {
 	struct xb_vm *vm = t->vm;
-	if (!(p->state & PSFLG_EXITING)) {
-		walk_tree(t, get64(b, off(t, XB_F_PROC_LINKS)), false, p);
-		walk_tree(t, get64(b, off(t, XB_F_PROC_MONITORS)), true, p);
+	if (!(p->state & PSFLG_EXITING))
 		walk_list(t, get64(b, off(t, XB_F_PROC_LT_MONITORS)), p);
-	}
 	walk_messages(t, b, p);
 	uint64_t dict = get64(b, off(t, XB_F_PROC_DICTIONARY));
 	uint32_t asz;
@@ -611,8 +676,13 @@ int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc
 			}
 			continue;
 		}
-		if (want & XB_PROC_MEMORY)
+		if (want & XB_PROC_MEMORY) {
+			const uint8_t *bufs[1] = { a };
+			struct xb_proc *ps[1] = { p };
+			if (!(p->state & PSFLG_EXITING))
+				walk_trees(t, ps, bufs, 1);
 			read_memory(t, a, p);
+		}
 		if (want & XB_PROC_NAMES)
 			read_names(t, p, 1);
 		if (xb_read_u64(&vm->mem, t->tab + (uint64_t)slot * 8, &addr2) < 0 || addr2 != addr ||
@@ -688,8 +758,20 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 				state[i] = !q[i].ok ? S_UNREADABLE : strcmp(why, "gone") == 0 ? S_GONE : S_CHANGING;
 			if (state[i] != S_GOOD)
 				memset(&v[i], 0, sizeof(v[i]));
-			else if (want & XB_PROC_MEMORY)
-				read_memory(t, bufa + i * psz, &v[i]);
+		}
+		if (want & XB_PROC_MEMORY) {
+			struct xb_proc *ps[BATCH];
+			const uint8_t *bufs[BATCH];
+			size_t m = 0;
+			for (size_t i = 0; i < n; i++)
+				if (state[i] == S_GOOD && !(v[i].state & PSFLG_EXITING)) {
+					ps[m] = &v[i];
+					bufs[m++] = bufa + i * psz;
+				}
+			walk_trees(t, ps, bufs, m);
+			for (size_t i = 0; i < n; i++)
+				if (state[i] == S_GOOD)
+					read_memory(t, bufa + i * psz, &v[i]);
 		}
 		if (want & XB_PROC_NAMES)
 			read_names(t, v, n);
