@@ -452,9 +452,12 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			w->unparsed += areas[k].words - end;
 		}
 		chunk_end(w);
+		size_t nfrag = 0;
+		for (size_t k = 0; k < na; k++)
+			nfrag += areas[k].what[0] == 'h';
 		snprintf(res->method, sizeof(res->method),
-			 "every word read (%zu area%s: young heap, old heap, heap fragments): shares are exact",
-			 na, na == 1 ? "" : "s");
+			 "every word read (young heap, old heap, %zu heap fragment%s): exact shares", nfrag,
+			 nfrag == 1 ? "" : "s");
 	} else {
 		uint64_t seed = o->seed ? o->seed : xb_now_ns();
 		uint64_t nch = maxw / cw, stratum = res->words_total / nch;
@@ -497,9 +500,9 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			res->chunks++;
 		}
 		snprintf(res->method, sizeof(res->method),
-			 "sampled: %u chunks of %llu words at random places (of %llu words; --max-words "
-			 "bounds the read); shares +- 95%% interval",
-			 res->chunks, (unsigned long long)cw, (unsigned long long)res->words_total);
+			 "sampled (--max-words): %u chunks of %llu words at random places;\n"
+			 "shares are estimates with a 95%% interval",
+			 res->chunks, (unsigned long long)cw);
 	}
 	/* The heap must not have moved while we read it. */
 	struct xb_proc again;

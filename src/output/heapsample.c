@@ -399,7 +399,7 @@ int xb_hs_write_alloc(FILE *f, enum xb_hs_format fmt, const struct xb_alloc_info
 		}
 		return 0;
 	}
-	fprintf(f, "%-16s %16s %7s %16s %7s %6s %6s\n", "", "MULTIBLOCK", "", "SINGLE-BLOCK", "", "", "");
+	fprintf(f, "%-16s %19s %19s\n", "", "-- MULTIBLOCK ----", "-- SINGLE-BLOCK --");
 	fprintf(f, "%-16s %5s %6s %6s %5s %6s %6s %6s %6s\n", "ALLOCATOR", "CARR", "BYTES", "BLOCKS", "CARR",
 		"BYTES", "BLOCKS", "USAGE", "FRAG");
 	for (size_t i = 0; i < ai->ntypes; i++) {
@@ -489,7 +489,7 @@ int xb_hs_write_contents(FILE *f, enum xb_hs_format fmt, const struct xb_hs_cont
 		}
 		return 0;
 	}
-	fprintf(f, "heap of %s (%s): %s in %" PRIu64 " words; %s\n", clean(c->pid, t1, 64),
+	fprintf(f, "heap of %s (%s): %s in %" PRIu64 " words\n%s\n", clean(c->pid, t1, 64),
 		c->name, xb_hs_human(c->words_total * 8, a[0], 24), c->words_total, c->method);
 	fprintf(f, "%-40s %7s %7s %7s %9s\n", "KIND", "SHARE", "+-95%", "BYTES", "OBJECTS");
 	for (size_t i = 0; i < c->nkinds; i++) {

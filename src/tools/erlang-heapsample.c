@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "xb/alloc.h"
 #include "xb/cli.h"
+#include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/heapwalk.h"
 #include "xb/hsout.h"
@@ -157,7 +158,7 @@ static const struct xb_cli cli = {
 /* ---- process rows ---- */
 
 struct row {
-	uint64_t pid, reg_name, initial[3], current_mfa[3];
+	uint64_t pid, reg_name, initial[3], current_mfa[3], i;
 	enum xb_pstatus status;
 	uint64_t memory, heap_sz, old_heap, old_used, long_lived, stack, mbuf, msgq, msgq_bytes, vheap, reds, links, monitors;
 	bool partial;
@@ -178,6 +179,7 @@ static int collect(const struct xb_proc *p, void *arg)
 	r->reg_name = p->reg_name;
 	memcpy(r->initial, p->initial, sizeof(r->initial));
 	memcpy(r->current_mfa, p->current_mfa, sizeof(r->current_mfa));
+	r->i = p->i;
 	r->status = p->status;
 	r->memory = p->memory;
 	r->heap_sz = p->heap_sz;
@@ -227,6 +229,24 @@ static char *dup_text(const char *s)
 	return d;
 }
 
+/* The code map, built the first time a printed row needs it: a process
+ * whose `current` is NULL is named by its instruction pointer `i`, as
+ * process_info(P, current_function) does (erl_bif_info.c
+ * current_function: erts_lookup_function_info(rp->i)). */
+static struct xb_codemap cm;
+static int cm_state; /* 0 not built, 1 built, -1 failed */
+
+static void current_from_i(struct xb_vm *vm, uint64_t i, char *buf, size_t len)
+{
+	if (!i)
+		return;
+	if (!cm_state)
+		cm_state = xb_codemap_build(vm, &cm, XB_CM_FOLD_PROLOGUE) == 0 ? 1 : -1;
+	const struct xb_code *c = cm_state > 0 ? xb_codemap_find(&cm, i) : NULL;
+	if (c && c->kind == XB_CODE_FUNCTION)
+		snprintf(buf, len, "%s", c->name);
+}
+
 /* Strings of a row, for a writer. */
 static void view(struct xb_vm *vm, const struct row *r, struct xb_hs_proc *v)
 {
@@ -240,6 +260,8 @@ static void view(struct xb_vm *vm, const struct row *r, struct xb_hs_proc *v)
 	v->registered_name = reg ? dup_text(reg) : NULL;
 	v->name = dup_text(reg ? reg : ini);
 	xb_mfa_text(vm, r->current_mfa, b, sizeof(b));
+	if (!strcmp(b, "-"))
+		current_from_i(vm, r->i, b, sizeof(b));
 	v->current_function = dup_text(b);
 	v->status = xb_pstatus_name(r->status);
 	v->memory_bytes = r->memory;
@@ -730,6 +752,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		status = 1;
 	}
+	if (cm_state > 0)
+		xb_codemap_free(&cm);
 	xb_ptab_close(&t);
 	xb_vm_detach(&vm);
 	return status;
