@@ -871,6 +871,7 @@ int main(int argc, char **argv)
 	run_case("demangle_trim", t_demangle_trim);
 	run_case("demangle", t_demangle);
 	erlstack_cases();
+	heapsample_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
