@@ -147,6 +147,13 @@ int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t);
 int xb_ptab_refresh(struct xb_ptab *t);
 void xb_ptab_close(struct xb_ptab *t);
 
+/* The next non-empty slot at or after *slot in the slot array as last
+ * read (xb_ptab_refresh); false at the end.  With xb_proc_read, the way
+ * to visit processes one by one:
+ *   for (uint32_t s = 0; xb_ptab_next(&t, &s); s++)
+ *           if (xb_proc_read(&t, s, XB_PROC_NAMES, &p) == 0) ... */
+bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot);
+
 /* Every process in slot order, in batches (one process_vm_readv per
  * batch of structures); fn returns 0 to go on, non-zero to stop (returned).
  * Memory use is one batch, whatever the number of processes. */

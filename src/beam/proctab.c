@@ -156,6 +156,16 @@ int xb_ptab_refresh(struct xb_ptab *t)
 	return 0;
 }
 
+bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot)
+{
+	for (uint32_t i = *slot; i < t->max; i++)
+		if (t->slots[i] && t->slots[i] != t->invalid) {
+			*slot = i;
+			return true;
+		}
+	return false;
+}
+
 void xb_ptab_close(struct xb_ptab *t)
 {
 	free(t->slots);

@@ -567,8 +567,14 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		return -2;
 	struct xb_hw_opts ho = { .max_words = o.max_words, .seed = o.seed };
 	struct xb_hw_result r;
-	if (xb_heapwalk(t, slot, &ho, &r) < 0)
+	if (xb_heapwalk(t, slot, &ho, &r) < 0) {
+		if (vm->mem.gone || !xb_vm_alive(vm)) {
+			fprintf(stderr, PROG ": note: VM %d exited while the heap of %s was read; nothing to "
+					"show\n", (int)vm->pid, o.contents);
+			return 0;
+		}
 		return -1;
+	}
 	char pid[48], name[600];
 	xb_proc_pid_text(vm, r.proc.pid, pid, sizeof(pid));
 	struct xb_proc named;
