@@ -206,7 +206,7 @@ def test_growth_long_lived(target):
             churn = [row for row in iv if row["name"] == "xb_churn"]
             check(not churn or churn[0]["memory_bytes_delta"] < top["memory_bytes_delta"] / 4,
                   "interval %d: xb_churn grows like a leak: %s" % (k, churn))
-        r = heapsample(vm, "--interval", "3", "-t", "3")
+        r = heapsample(vm, "--interval", "5", "-t", "3")
         lines = r.out.splitlines()
         head = [i for i, l in enumerate(lines) if l.startswith("PID ")]
         check(head and len(lines) > head[0] + 2 and "xb_grow" in lines[head[0] + 2],
