@@ -170,6 +170,10 @@ int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc
 int xb_ptab_find_pid(struct xb_ptab *t, unsigned num, long ser, uint32_t *slot);
 int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot);
 
+/* The slot of SPEC: a pid "<0.N.S>" or "0.N.S" (of this node), or a
+ * registered name.  -1 with a one-line message when there is none. */
+int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot);
+
 /* Text of a pid term, "<0.N.S>". */
 void xb_proc_pid_text(const struct xb_vm *vm, uint64_t pid, char *buf, size_t len);
 /* "M:F/A" from three words (atoms and arity); "-" when unknown. */

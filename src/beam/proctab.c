@@ -894,3 +894,33 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 	}
 	return xb_fail("no process is registered as '%s' in this VM", name);
 }
+
+int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
+{
+	unsigned node, num, ser;
+	int end = 0;
+	size_t len = strlen(spec);
+	bool angle = len > 2 && spec[0] == '<' && spec[len - 1] == '>';
+	if ((angle ? sscanf(spec, "<%u.%u.%u>%n", &node, &num, &ser, &end)
+		   : sscanf(spec, "%u.%u.%u%n", &node, &num, &ser, &end)) == 3 &&
+	    (size_t)end == len) {
+		if (node != 0)
+			return xb_fail("%s is a pid of another node; pass a process of this VM "
+				       "(<0.N.S>)", spec);
+		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
+			char why[512];
+			snprintf(why, sizeof(why), "%s", xb_err());
+			return xb_fail("%s; erlang-heapsample lists the processes", why);
+		}
+		return 0;
+	}
+	for (const char *c = spec; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == '<' || *c == '>')
+			return xb_fail("a process is a pid <0.N.S> or a registered name, not '%s'", spec);
+	if (xb_ptab_find_name(t, spec, slot) < 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", xb_err());
+		return xb_fail("%s; pass a registered name or a pid <0.N.S> (erlang-heapsample lists them)", why);
+	}
+	return 0;
+}

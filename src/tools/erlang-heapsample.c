@@ -530,40 +530,10 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 
 /* ---- contents ---- */
 
-static int find_process(struct xb_ptab *t, const char *spec, uint32_t *slot)
-{
-	unsigned node, num, ser;
-	int end = 0;
-	size_t len = strlen(spec);
-	bool angle = len > 2 && spec[0] == '<' && spec[len - 1] == '>';
-	if ((angle ? sscanf(spec, "<%u.%u.%u>%n", &node, &num, &ser, &end)
-		   : sscanf(spec, "%u.%u.%u%n", &node, &num, &ser, &end)) == 3 &&
-	    (size_t)end == len) {
-		if (node != 0)
-			return xb_fail("%s is a pid of another node; --contents reads processes of this VM "
-				       "(<0.N.S>)", spec);
-		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
-			char why[512];
-			snprintf(why, sizeof(why), "%s", xb_err());
-			return xb_fail("%s; the default mode lists the processes", why);
-		}
-		return 0;
-	}
-	for (const char *c = spec; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == '<' || *c == '>')
-			return xb_fail("--contents wants a pid <0.N.S> or a registered name, not '%s'", spec);
-	if (xb_ptab_find_name(t, spec, slot) < 0) {
-		char why[512];
-		snprintf(why, sizeof(why), "%s", xb_err());
-		return xb_fail("%s; pass a registered name or a pid <0.N.S> (the default mode lists them)", why);
-	}
-	return 0;
-}
-
 static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 {
 	uint32_t slot;
-	if (find_process(t, o.contents, &slot) < 0)
+	if (xb_ptab_find(t, o.contents, &slot) < 0)
 		return -2;
 	struct xb_hw_opts ho = { .max_words = o.max_words, .seed = o.seed };
 	struct xb_hw_result r;
