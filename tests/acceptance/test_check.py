@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import VM, Target, check, log, per_vm, run_tool, skip, stock_target, tmpdir
+from xbtest import VM, Target, check, log, per_vm, run_tool, skip_because, stock_target, tmpdir
 
 TOOL = "erlang-sample"
 TABLES = ["13.1.5", "15.2.7", "17.1"]
@@ -51,9 +51,9 @@ def test_unknown_release_refused():
     """
     stock = stock_target()
     if not stock.present:
-        skip(stock.missing)
-    if stock.debug != "dynsym":
-        skip("stock beam.smp carries debug info here")
+        skip_because("needs-package", None, "erlang-base: " + stock.missing)
+    check(stock.debug == "dynsym", "stock beam.smp carries debug info (%s) here: this test needs "
+          "Debian's stripped beam" % stock.debug)
     root = os.path.join(tmpdir(), "otp-unknown")
     shutil.copytree(stock.root, root, symlinks=True)
     old = "erts-" + stock.erts

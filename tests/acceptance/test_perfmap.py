@@ -18,7 +18,7 @@ import signal
 import stat
 import time
 
-from xbtest import (VM, check, log, per_vm, read_perf_map, run_tool, skip, spawn_tool,
+from xbtest import (VM, check, log, per_vm, read_perf_map, run_tool, skip_because, spawn_tool,
                     tmpdir, wait_file_stable, wait_for, parse_perf_map)
 
 TOOL = "erlang-write-perf-map"
@@ -313,7 +313,7 @@ def test_refuses_symlink(target):
 @per_vm(only=["stock"])
 def test_refuses_foreign_owner(target):
     if os.geteuid() != 0:
-        skip("needs root to chown a file to nobody")
+        skip_because("needs-root", target, "chown a file to nobody")
     with VM(target) as vm:
         path = default_map_path(vm.pid)
         remove_quietly(path)

@@ -7,7 +7,7 @@ import re
 import shutil
 import time
 
-from xbtest import VM, check, log, per_vm, run_cmd, skip, tmpdir
+from xbtest import VM, check, log, per_vm, run_cmd, skip_because, tmpdir
 
 TARGETS = ["stock", "otp25-emu-dwarf"]
 
@@ -49,7 +49,8 @@ def test_split_ratio_seen_by_perf(target):
     hot_a/1 : hot_b/1 = 80 : 20 for xb_split:start(80)."""
     perf = shutil.which("perf")
     if not perf:
-        skip("perf (linux-perf) is not installed")
+        skip_because("needs-package", target, "perf (linux-perf) is not installed; "
+                     "tests/run-all.sh installs it")
     with VM(target, ["+JPperf", "map"]) as vm:
         try:
             vm.start_workload("xb_split", 80)
@@ -57,8 +58,7 @@ def test_split_ratio_seen_by_perf(target):
             data = os.path.join(tmpdir(), "perf.data")
             r = run_cmd([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "-p", str(vm.pid),
                          "-o", data, "--", "sleep", "2"], timeout=30)
-            if r.rc != 0:
-                skip("perf record does not work here: %s" % r.err.strip()[-200:])
+            check(r.rc == 0, "perf record does not work here", r.describe())
             r = run_cmd([perf, "script", "-i", data, "-F", "ip,sym"], timeout=60)
             check(r.rc == 0, "perf script failed", r.describe())
             syms = [l.strip().partition(" ")[2] for l in r.out.splitlines() if l.strip()]
