@@ -10,8 +10,8 @@ import signal
 import subprocess
 import time
 
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip_because, spawn_tool,
-                    time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
+from xbtest import (VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
+                    spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
 from xbsample import (TOOL, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
                       loaded_functions, parse_folded, parse_table, sample, sample_folded, stats,
@@ -620,20 +620,6 @@ def test_bad_input():
                   r.describe())
     finally:
         sleeper.kill()
-
-
-def nobody_copy(name):
-    """A copy of our tool NAME that user nobody can run (the build directory
-    may sit under a directory only root can enter, e.g. /root)."""
-    import shutil
-    d = os.path.join(tmpdir(), "nobody-bin")
-    os.makedirs(d, exist_ok=True)
-    for p in (tmpdir(), d):  # mkdtemp makes 0700 directories
-        os.chmod(p, 0o755)
-    dst = os.path.join(d, name)
-    shutil.copy2(tool_path(name), dst)
-    os.chmod(dst, 0o755)
-    return dst
 
 
 @per_vm(only=["stock"])

@@ -277,12 +277,15 @@ def check_frame_addresses(frames, truth, what):
     import bisect
     starts = [t[0] for t in truth]
     wrong = []
-    for addr, name, innermost in frames:
-        a = addr if innermost else addr - 1
+    def at(a):
         i = bisect.bisect_right(starts, a) - 1
-        got = truth[i][2] if i >= 0 and a < truth[i][1] else None
-        if got != name:
-            wrong.append("0x%x %s: the VM says %s" % (addr, name, got or "no function"))
+        return truth[i][2] if i >= 0 and a < truth[i][1] else None
+    for addr, name, innermost in frames:
+        # The sampled pc or I is inside its function; a return address is
+        # just after its call (address - 1 is in the caller).
+        got = [at(addr - 1), at(addr)] if not innermost else [at(addr), at(addr - 1)]
+        if name not in got:
+            wrong.append("0x%x %s: the VM says %s" % (addr, name, got[0] or "no function"))
     check(frames, "%s: no Erlang frames to check" % what)
     check(not wrong, "%s: %d of %d Erlang frames are not at the address of the function "
           "they name" % (what, len(wrong), len(frames)), "\n".join(wrong[:10]))

@@ -363,6 +363,61 @@ def all_targets():
     return names
 
 
+def derived_target(base, tag, erts_version=None, beam_transform=None):
+    """A copy of target BASE's OTP installation, changed: its erts directory
+    renamed to erts-ERTS_VERSION (a release the tools have no table for),
+    and/or its beam.smp replaced by beam_transform(src, dst) (e.g. objcopy
+    --strip-debug: a .symtab-only beam).  bin/, erts-*/ and releases/ are
+    copied (and erl's ROOTDIR pointed at the copy), lib/ and usr/ linked.
+    Built once per run (run directory); returns a Target named BASE-TAG."""
+    if not base.present:
+        skip_because("target-not-built", base, base.missing)
+    name = "%s-%s" % (base.name, tag)
+    root = os.path.join(run_dir(), "derived", name)
+    old_erts = "erts-" + base.erts
+    new_vsn = erts_version or base.erts
+    new_erts = "erts-" + new_vsn
+    beam = os.path.join(root, new_erts, "bin", os.path.basename(base.beam))
+    done = os.path.join(root, ".done")
+    if not os.path.exists(done):
+        shutil.rmtree(root, True)
+        os.makedirs(root)
+        for d in os.listdir(base.root):
+            src = os.path.join(base.root, d)
+            if d in ("bin", old_erts, "releases"):
+                shutil.copytree(src, os.path.join(root, new_erts if d == old_erts else d),
+                                symlinks=True)
+            elif os.path.isdir(src):
+                os.symlink(src, os.path.join(root, d))
+        for rel in ("bin/erl", "%s/bin/erl" % new_erts, "bin/start", "%s/bin/start" % new_erts):
+            p = os.path.join(root, rel)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p) as f:
+                    text = f.read()
+                text = re.sub(r'(?m)^(\s*)ROOTDIR=.*$',
+                              lambda m: '%sROOTDIR="%s"' % (m.group(1), root), text)
+                text = text.replace(old_erts, new_erts)
+                with open(p, "w") as f:
+                    f.write(text)
+        sed = os.path.join(root, "releases", "start_erl.data")
+        if os.path.exists(sed) and erts_version:
+            with open(sed) as f:
+                data = f.read()
+            with open(sed, "w") as f:
+                f.write(data.replace(base.erts, new_vsn))
+        if beam_transform:
+            tmp = beam + ".orig"
+            os.rename(beam, tmp)
+            beam_transform(tmp, beam)
+            os.unlink(tmp)
+            os.chmod(beam, 0o755)
+        with open(done, "w") as f:
+            f.write("ok\n")
+    info = dict(base.info, name=name, erts=new_vsn, root=root,
+                erl=os.path.join(root, "bin", "erl"), beam=beam, debug=elf_debug_kind(beam))
+    return Target(name, info)
+
+
 # ---------------------------------------------------------------------------
 # per-test context (set by run.py in the test's process)
 
@@ -488,6 +543,20 @@ def tool_path(name):
     if problem:
         raise AssertionError(problem)
     return p
+
+
+def nobody_copy(name):
+    """A copy of our tool NAME that user nobody can run (the build directory
+    may sit under a directory only root can enter, e.g. /root), in the
+    test's directory."""
+    d = os.path.join(tmpdir(), "nobody-bin")
+    os.makedirs(d, exist_ok=True)
+    for p in (tmpdir(), d):  # mkdtemp makes 0700 directories
+        os.chmod(p, 0o755)
+    dst = os.path.join(d, name)
+    shutil.copy2(tool_path(name), dst)
+    os.chmod(dst, 0o755)
+    return dst
 
 
 class Result:
