@@ -13,7 +13,7 @@ Suites (which VM targets the per-VM tests run against):
               table of results per VM (also with --table).
 --vm NAME (repeatable) restricts the targets to those named.
 -k SUBSTR runs only the tests whose id (e.g. "test_perfmap.test_watch[stock]"
-or "unit.atom_quote_plain") contains SUBSTR.
+or "unit.atom_quote_plain") contains SUBSTR; repeated, those matching any.
 
 Every test runs in a forked process of its own (own process group) with a
 time limit (--timeout, default 120 s; @xbtest.timeout overrides); a test that
@@ -304,10 +304,25 @@ def run_item(item, run_dir, strict=False):
 # ---------------------------------------------------------------------------
 # C unit tests
 
-def run_unit(ksub, counts, suffix=""):
+def unit_case_ids():
+    """unit.NAME of every case tests/unit/test_unit.c runs (its run_case
+    calls), for -k before anything runs."""
+    try:
+        with open(os.path.join(HERE, "unit", "test_unit.c")) as f:
+            src = f.read()
+    except OSError:
+        return ["unit"]
+    import re
+    return ["unit"] + ["unit." + n for n in re.findall(r'run_case\("([^"]+)"', src)]
+
+
+def run_unit(ksubs, counts, suffix=""):
+    """ksubs: None (all cases) or the -k substrings (cases matching any)."""
+    def sel(tid):
+        return not ksubs or any(k in tid for k in ksubs)
     path = os.path.join(xbtest.build_dir(), "tests", "unit", "test_unit")
     if not os.access(path, os.X_OK):
-        if not ksub or ksub in "unit":
+        if not ksubs or any(k in "unit" for k in ksubs):
             emit("FAIL", "unit", "%s not built (run ./build.sh)" % path)
             counts.add("FAIL")
         return
@@ -339,7 +354,7 @@ def run_unit(ksub, counts, suffix=""):
     n_fail = 0
     for status, name, why, extra in cases:
         tid = "unit.%s%s" % (name, suffix)
-        if ksub and ksub not in tid:
+        if not sel(tid):
             continue
         if status == "PASS":
             emit("PASS", tid, elapsed=0.0)
@@ -347,7 +362,7 @@ def run_unit(ksub, counts, suffix=""):
             n_fail += 1
             emit("FAIL", tid, why, detail="\n".join(extra) or None)
         counts.add(status)
-    if ksub and ksub not in "unit" and not any(ksub in "unit." + c[1] for c in cases):
+    if ksubs and not any(k in "unit" for k in ksubs) and not any(sel("unit." + c[1]) for c in cases):
         return
     bad = r.timed_out or r.rc is None or r.rc < 0 or (r.rc != 0 and not any(
         c[0] == "FAIL" for c in cases)) or not cases
@@ -413,7 +428,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--suite", choices=["default", "matrix"], default="default")
-    ap.add_argument("-k", dest="ksub", metavar="SUBSTR", help="only tests whose id contains SUBSTR")
+    ap.add_argument("-k", dest="ksubs", metavar="SUBSTR", action="append",
+                    help="only tests whose id contains SUBSTR (repeatable: any of them)")
     ap.add_argument("--vm", action="append", metavar="NAME", help="restrict to this target (repeatable)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-test time limit in seconds")
     ap.add_argument("--table", action="store_true", help="print a result table per VM")
@@ -448,16 +464,17 @@ def main():
     counts = Counts()
     try:
         mods = load_modules()
-        restricted = bool(args.vm or args.ksub)
+        restricted = bool(args.vm or args.ksubs)
         items = collect(mods, targets, args.timeout,
                         unmatched_fails=args.strict and not restricted)
-        if args.ksub:
-            items = [i for i in items if args.ksub in i.id]
-            unit_may_match = not args.no_unit and ("unit".startswith(args.ksub) or
-                                                   args.ksub.startswith("unit"))
-            if not items and not unit_may_match:
-                return refuse("-k %r selects no test (python3 tests/run.py --list shows the ids)"
-                              % args.ksub)
+        if args.ksubs:
+            unit_ids = [] if args.no_unit else unit_case_ids()
+            for k in args.ksubs:
+                unit_may_match = any(k in u for u in unit_ids)
+                if not any(k in i.id for i in items) and not unit_may_match:
+                    return refuse("-k %r selects no test (python3 tests/run.py --list shows the "
+                                  "ids)" % k)
+            items = [i for i in items if any(k in i.id for k in args.ksubs)]
         if args.list:
             for i in items:
                 print(i.id)
@@ -472,7 +489,7 @@ def main():
             "%s (%s)" % (t.name, "OTP %s %s %s" % (t.otp_version, t.flavor, t.debug)
                          if t.present else "not available") for t in targets), flush=True)
         if not args.no_unit:
-            run_unit(args.ksub, counts)
+            run_unit(args.ksubs, counts)
         for item in items:
             run_and_emit(item, run_dir, counts, args.strict)
         if args.asan:
@@ -482,7 +499,7 @@ def main():
             os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
             os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
             if not args.no_unit:
-                run_unit(args.ksub, counts, "@asan")
+                run_unit(args.ksubs, counts, "@asan")
             for item in items:
                 if item.fail or item.skip:
                     continue
