@@ -28,6 +28,11 @@ def test_check_passes(target):
         check(r.rc == 0 and not fails, "--check failed (exit %s)" % r.rc, r.out + r.err)
         check(len([l for l in lines if l.startswith("ok")]) >= 9, "too few checks ran", r.out)
         check(re.search(r"^\d+ checks passed, 0 failed$", r.out, re.M), "no summary line", r.out)
+        if target.debug == "dwarf":
+            # README: offsets come from DWARF and are cross-checked against
+            # the table; --check reports any difference.
+            check(re.search(r"^ok\s+table-vs-dwarf\s+(\d+) of \1 fields agree", r.out, re.M),
+                  "no table-vs-dwarf cross-check on a beam with DWARF", r.out)
         log(lines[0])
 
 
