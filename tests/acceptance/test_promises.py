@@ -737,6 +737,11 @@ def test_wakeup(target):
         drain_ms = 5 if target.jit else 2
         check(d_w <= 1.6 * 1000 / drain_ms, "by default the tool woke %.0f times a second "
               "(drains every %d ms: about %d)" % (d_w, drain_ms, 1000 / drain_ms))
+        if not target.jit:
+            # At the interpreter's 2 ms drain the default already wakes about
+            # as often as samples arrive here (~500/s): --wakeup 1 is checked
+            # on the JIT, whose 5 ms drain is well apart from the rate.
+            return
         check(w_w >= 0.3 * w_s and w_w >= 2 * d_w,
               "--wakeup 1 woke the tool %.0f times a second for %.0f samples a second (default "
               "%.0f): not every sample" % (w_w, w_s, d_w))
