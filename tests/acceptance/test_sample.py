@@ -350,10 +350,12 @@ def test_nif_loaded_after_attach(target):
         check(rows and rows[0][1] in ("xb_nif:loop/2", "xb_nif:spin/1"),
               "--blame xb_nif_work does not put the NIF's caller first", r.out)
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
-        r2 = sample(vm, "--pstack", timeout=20)
-        check(re.search(r"xb_nif_caller\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/2 \[Erlang\]", r2.out),
-              "--pstack does not show xb_nif_caller in xb_nif_work under xb_nif:loop/2", r2.out)
+        # --pstack shows one sample per scheduler: most, not all, are in
+        # xb_nif_work (others in the NIF's callers): up to 3 looks.
+        r2 = pstack_until(vm, r"xb_nif_caller\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work "
+                          r"\[xb_nif\.so\]\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/2 \[Erlang\]")
+        check(r2.matched, "--pstack does not show xb_nif_caller in xb_nif_work under "
+              "xb_nif:loop/2 (3 looks)", r2.out)
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
         m = re.search(r"\((\d+) with no Erlang code above it\)", r.out)
         check(m and int(m.group(1)) > 0, "--blame counted none of the burner thread's samples "
@@ -367,12 +369,14 @@ def test_nif_loaded_after_attach(target):
         check(rows and rows[0][1] == "xb_nif:dirty_loop/1" and rows[0][0] >= 0.5 * processed,
               "--blame xb_nif_work does not put the dirty NIF's caller first", r.out)
         log("dirty NIF: %d of %d samples under xb_nif:dirty_loop/1" % (rows[0][0], processed))
-        r2 = sample(vm, "--pstack", timeout=20)
-        check(re.search(r"^dirty CPU scheduler \d+ \(tid \d+\): process <[\d.]+> xb_nif_dirty_caller\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
-                        r"(\s+#.*\n)*?  -- the Erlang stack of <[\d.]+>, which waits for this scheduler:\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:dirty_loop/1 \[Erlang\]", r2.out, re.M),
-              "--pstack does not show the dirty CPU scheduler working for xb_nif_dirty_caller", r2.out)
+        # (A sample between the NIF and the next job, e.g. in
+        # erts_nfunc_schedule, is a true stack too: up to 3 looks.)
+        r2 = pstack_until(vm, r"^dirty CPU scheduler \d+ \(tid \d+\): process <[\d.]+> xb_nif_dirty_caller\n"
+                          r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
+                          r"(\s+#.*\n)*?  -- the Erlang stack of <[\d.]+>, which waits for this scheduler:\n"
+                          r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:dirty_loop/1 \[Erlang\]")
+        check(r2.matched, "--pstack does not show the dirty CPU scheduler working for "
+              "xb_nif_dirty_caller in xb_nif_work (3 looks)", r2.out)
         check(re.search(r"^dirty I/O schedulers: \d+ of \d+ not seen working for a process$", r2.out, re.M),
               "--pstack does not account for the idle dirty I/O schedulers", r2.out)
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
@@ -400,6 +404,18 @@ def test_nif_loaded_after_attach(target):
               "\n".join(sched))
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
         check_no_garbage(vm, names, "NIF loaded while sampling")  # after the loop ended
+
+
+def pstack_until(vm, pattern, tries=3):
+    """--pstack until its output matches pattern (re.M): the result, with
+    .matched set.  One sample per scheduler is a snapshot; a stack that is
+    right but one frame off what the test looks for is luck, not a bug."""
+    for attempt in range(tries):
+        r = sample(vm, "--pstack", timeout=20)
+        r.matched = bool(re.search(pattern, r.out, re.M))
+        if r.matched:
+            break
+    return r
 
 
 def so_start(vm, name):
