@@ -486,6 +486,11 @@ def test_privileges_say_which_is_missing(target):
         # user space works: what README's privilege line must allow for.
         r = capped(tool, ["sys_ptrace"], ["-d", "1", str(vm.pid)])
         log("as nobody with CAP_SYS_PTRACE only, without --include-kernel: exit %s" % r.rc)
+        if os.path.exists("/proc/sys/kernel/perf_event_paranoid") and \
+                int(open("/proc/sys/kernel/perf_event_paranoid").read()) <= 2:
+            if r.rc != 0 or "processed" not in r.out:
+                problems.append("as nobody with CAP_SYS_PTRACE only (perf_event_paranoid <= 2): "
+                                "exit %s, README says that is enough: %s" % (r.rc, r.err.strip()))
         check(not problems, "%d privilege message(s) do not say which privilege is missing"
               % len(problems), "\n".join(problems))
 
