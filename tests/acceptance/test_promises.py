@@ -59,6 +59,14 @@ def finish(p, out, err, timeout=30):
 # ---------------------------------------------------------------------------
 # "never ptrace, never /proc/PID/mem"
 
+def untraced_leak_check():
+    """LeakSanitizer refuses to run under ptrace (strace): the environment
+    for a traced sanitizer build, leak checking off (the rest of ASan on)."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    return env
+
+
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_never_ptrace_nor_proc_mem(target):
     """README: the VM's memory is read with process_vm_readv(2) -- never
@@ -77,7 +85,8 @@ def test_never_ptrace_nor_proc_mem(target):
             r = run_cmd([strace, "-f", "-qq", "-o", log_path,
                          "-e", "trace=ptrace,open,openat,openat2,process_vm_readv,"
                                "process_vm_writev,pread64,preadv,preadv2",
-                         tool_path(tool)] + args + [str(vm.pid)], timeout=90 * time_scale())
+                         tool_path(tool)] + args + [str(vm.pid)], timeout=90 * time_scale(),
+                        env=untraced_leak_check())
             what = "%s %s" % (tool, " ".join(args))
             check(r.rc == 0, "%s under strace failed" % what, r.describe())
             with open(log_path) as f:
@@ -1003,7 +1012,7 @@ def test_perf_map_renamed_into_place(target):
         try:
             r = run_cmd([strace, "-f", "-qq", "-o", log_path, "-e",
                          "trace=open,openat,openat2,creat,rename,renameat,renameat2,link,linkat",
-                         tool_path(PERFMAP), str(vm.pid)], timeout=60)
+                         tool_path(PERFMAP), str(vm.pid)], timeout=60, env=untraced_leak_check())
             check(r.rc == 0, "erlang-write-perf-map failed", r.describe())
             calls = open(log_path).read().splitlines()
             # Absolute, or relative to a directory descriptor (renameat).
