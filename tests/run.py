@@ -501,7 +501,7 @@ def main():
             if not args.no_unit:
                 run_unit(args.ksubs, counts, "@asan")
             for item in items:
-                if item.fail or item.skip:
+                if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None):
                     continue
                 if item.target is not None and item.target.name not in ASAN_TARGETS:
                     continue

@@ -17,7 +17,8 @@ import signal
 import subprocess
 import time
 
-from xbtest import (VM, check, derived_target, log, nobody_copy, per_vm, read_perf_map, run_cmd,
+from xbtest import (VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
+                    run_cmd,
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, tmpdir,
                     tool_path, wait_for)
 from xbsample import (TOOL, check_frame_addresses, check_no_garbage, function_starts,
@@ -944,6 +945,7 @@ def test_pstack_frames_at_their_addresses(target):
 # ---------------------------------------------------------------------------
 # more of the README, sentence by sentence (tests/README.md)
 
+@no_asan("scripts/demo.sh runs build/, not the sanitizer build")
 @per_vm(only=["stock"])
 def test_demo_script(target):
     """README set-up: ./scripts/demo.sh builds and profiles a demo VM it

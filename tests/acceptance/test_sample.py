@@ -32,7 +32,7 @@ def test_known_split(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
-        for attempt, secs in enumerate((6, 12)):
+        for attempt, secs in enumerate((4, 8)):
             r = sample(vm, "-d", str(secs), "-t", "100", "-v")
             processed, received, rows = parse_table(r.out)
             if processed >= 1000:

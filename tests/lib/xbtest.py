@@ -19,6 +19,9 @@ Targets
         target names.  Undecorated tests run once, with no argument.
     @timeout(SECONDS)
         this test's time limit (default: run.py --timeout, 120 s).
+    @no_asan("why")
+        not re-run in run.py --asan's sanitizer pass (only for tests that run
+        none of our tools from the build directory under test).
 
 Starting a VM
     with VM(target, extra_args=["+JPperf", "map"], schedulers=2) as vm:
@@ -187,6 +190,16 @@ def per_vm(flavor=None, debug=None, only=None, exclude=None):
 def timeout(seconds):
     def deco(fn):
         fn.xb_timeout = seconds
+        return fn
+    return deco
+
+
+def no_asan(reason):
+    """Leave this test out of run.py --asan's sanitizer pass, for a reason
+    that says why the sanitizers could see nothing there (it runs none of
+    our tools, or runs them from build/ through a script)."""
+    def deco(fn):
+        fn.xb_no_asan = reason
         return fn
     return deco
 
