@@ -240,11 +240,12 @@ def test_dwarf_path_for_unknown_release(target):
         vm.eval("xb_split:start(75), xb_deep:start()")
         wait_running(vm, "xb_split")
         r = sample(vm, "-d", "4", "-v")
-        t2 = parse_table(r.out)
+        t2 = parse_table(r.out, allow_no_rows=True)
         counts = {n: c for c, n, _, tag in t2.rows if tag == "[Erlang]"}
         a, b = counts.get("xb_split:hot_a/1", 0), counts.get("xb_split:hot_b/1", 0)
         if not (a + b >= 300 and abs(100.0 * a / (a + b) - 75) <= 5):
-            problems.append("profile: hot_a %d, hot_b %d: not 75/25 +-5" % (a, b))
+            problems.append("profile: processed %d of %d samples; hot_a %d, hot_b %d: not "
+                            "75/25 +-5" % (t2.processed, t2.received, a, b))
         ps = sample(vm, "--pstack", timeout=20).out
         if not re.search(r"xb_deep:leaf/1 \[Erlang\]\n.*xb_deep:d/1 \[Erlang\]", ps):
             problems.append("--pstack does not show xb_deep's stack:\n" + ps[:1500])
@@ -959,7 +960,12 @@ def test_demo_script(target):
     check(m and n, "the demo's profile lacks hot_a/hot_b", out[:3000])
     a, b = int(m.group(1)), int(n.group(1))
     check(a + b >= 100 and abs(100.0 * a / (a + b) - 75) <= 8, "demo split %d/%d" % (a, b), out)
-    check(re.search(r"xb_deep:leaf/1 \[Erlang\]", out), "the demo's --pstack lacks xb_deep", out)
+    # Three busy processes on two schedulers: which ones --pstack catches
+    # running is luck; that it shows a process's Erlang stack is not.
+    ps = out[out.find("== erlang-sample --pstack"):]
+    check(re.search(r"^scheduler \d+ \(tid \d+\): process <[\d.]+> xb_\w+\n(\s+#.*\n)*?"
+                    r"\s+#\d+\s+0x[0-9a-f]+ xb_\w+:\S+ \[Erlang\]", ps, re.M),
+          "the demo's --pstack shows no workload process with its Erlang stack", ps[:3000])
     check(re.search(r"^blame copy_struct: \d+ samples", out, re.M), "no --blame output", out)
     pid = re.search(r"^== erlang-sample -d 3 (\d+) ", out, re.M)
     check(pid, "the demo does not say which VM it profiles", out[:500])

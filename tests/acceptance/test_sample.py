@@ -204,9 +204,8 @@ def test_bif_keeps_its_caller(target):
             vm.eval("xb_bif:start(%s)" % how)
             wait_running(vm, "xb_bif")
             received, processed, stacks, r = sample_folded(vm, 2)
-            check(processed >= 0.9 * received,
-                  "%s: processed %d of %d samples (< 90%%) of a process in a BIF"
-                  % (how, processed, received), r.err)
+            # Drops a loaded machine explains (stale reads) aside, <= 10 %.
+            check_drops(stats(r), "%s: a process in a BIF" % how, max_other=0.1)
             in_bif = [(f, n) for f, n in stacks if "crc32_z" in f]
             total = sum(n for _, n in in_bif)
             check(total >= 0.8 * processed,
@@ -309,8 +308,10 @@ def test_nif_loaded_after_attach(target):
         m = re.search(r"lost (\d+), throttled \d+; rings enlarged (\d+)", err)
         check(m and int(m.group(2)) >= 1, "the busy thread's ring was never enlarged", err)
         check(int(m.group(1)) <= 0.01 * received, "the kernel lost %s samples" % m.group(1), err)
-        check(processed >= 0.9 * received, "only %d of %d samples processed (< 90%%): the "
-              "NIF's samples were dropped" % (processed, received), out + err)
+        # The NIF's samples are not dropped: drops a loaded machine does
+        # not explain <= 10 % (was: processed >= 90 % of received).
+        from xbtest import sample_stats
+        check_drops(sample_stats(err), "NIF loaded while sampling", max_other=0.1)
         work = [n for n, name, _, tag in rows if name == "xb_nif_work" and tag == "[xb_nif.so]"]
         check(work and work[0] >= 0.4 * processed, "xb_nif_work [xb_nif.so] is not most of the "
               "profile (two threads burn in it for ~4 of the 5 s)", out)
@@ -717,9 +718,9 @@ def test_code_loading_while_sampling(target):
         # per 100 ms) cannot be named and are dropped, not guessed.  The
         # interpreter's rebuild reads every module (~40 ms here), so more
         # of its samples wait for one.
+        # Stale reads (a loaded machine) aside.
         floor = 0.85 if target.jit else 0.7
-        check(processed >= floor * received, "only %d of %d samples processed (< %d%%)"
-              % (processed, received, 100 * floor), r.out + r.err)
+        check_drops(stats(r), "sampling during code loading", max_other=1 - floor)
         m = re.search(r"code map refreshes (\d+)", r.err)
         check(m and int(m.group(1)) > 0, "the code map was never refreshed", r.err)
         r2 = sample(vm, "--pstack", timeout=20)
