@@ -30,6 +30,8 @@ void xb_debug(const char *fmt, ...) XB_PRINTF(1, 2);
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC, the clock perf uses for
  * sample times when use_clockid is set). */
 uint64_t xb_now_ns(void);
+/* Wall-clock time in nanoseconds since the epoch (CLOCK_REALTIME). */
+uint64_t xb_realtime_ns(void);
 
 /* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
 char *xb_slurp(const char *path, size_t *len);

@@ -17,7 +17,5 @@ int xb_dwarf_layout(Dwarf *dw, int64_t off[XB_F_COUNT]);
  * asm("%rbx")` in process_main), or XB_PREG_NONE. */
 int xb_dwarf_fixed_reg(Dwarf *dw, const char *func, const char *var);
 
-/* DWARF register number (x86-64 psABI) to perf register number. */
-int xb_dwarf_to_preg(int dwreg);
 
 #endif

@@ -21,6 +21,16 @@ enum xb_es_status {
 	XB_ES_STALE,      /* the process moved on before we could read it */
 };
 
+/* Why only the innermost Erlang function (or none: a JIT fragment) of a
+ * sample is known (leaf_only in erlstack.c; the session adds STALE). */
+enum xb_partial_cause {
+	XB_PARTIAL_HEAP_MOVED,  /* the process garbage collected: its stack moved */
+	XB_PARTIAL_SWITCHED,    /* the process was switched out */
+	XB_PARTIAL_UNREADABLE,  /* its state could not be read or failed validation */
+	XB_PARTIAL_STALE,       /* read live too late (--max-skid-ms) */
+	XB_PARTIAL_NCAUSES
+};
+
 struct xb_estack {
 	enum xb_es_status status;
 	const char *why; /* for XB_ES_BAD / STALE */
@@ -33,10 +43,16 @@ struct xb_estack {
 	unsigned unresolved; /* CP-looking words that named no loaded code */
 	bool truncated;
 	bool complete; /* reached beam_normal_exit */
-	bool partial;  /* only the innermost function: the stack moved before its
-			* callers could be read (see leaf_only in erlstack.c) */
-	bool remote_stack; /* some of the stack was read live (skid applies) */
-	uint64_t read_ns;  /* when the live reads finished */
+	bool leaf_ret; /* addrs[0] is a return address (a caller's frame, or the
+			* JIT call site of the C code sampled), not where code runs:
+			* its call is at addrs[0] - 1, as for every frame after it */
+	bool partial;  /* only the innermost function (or none): the rest could not
+			* be read, or not in time (see leaf_only in erlstack.c) */
+	enum xb_partial_cause partial_cause;
+	unsigned nexact; /* frames[0..nexact) are proven by the sample itself (its
+			  * registers and memory captured with it), the rest was read live */
+	bool live_read;  /* some of the process's state was read live (skid applies) */
+	uint64_t read_ns;  /* when the last live read finished */
 };
 
 struct xb_estate {
@@ -48,7 +64,7 @@ struct xb_estate {
 	bool want_identity;      /* read the registered name (and always the pid) */
 	uint64_t codemap_refreshes, last_refresh_ns;
 	uint64_t unknown_call_sites;
-	uint64_t partial_heap_moved, partial_moved_on; /* leaf_only, by cause */
+	uint64_t partial[XB_PARTIAL_NCAUSES]; /* leaf_only, by cause */
 	bool refresh_wanted;     /* a lookup missed: rebuild between samples */
 	bool keep_old_maps;      /* retire replaced maps instead of freeing */
 	struct xb_codemap **retired;

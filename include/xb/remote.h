@@ -14,12 +14,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A piece of the target's memory as it was at some moment (a sample). */
+struct xb_region {
+	uint64_t addr, len;
+	const uint8_t *data;
+};
+#define XB_MAX_REGIONS 4
+
 struct xb_remote {
 	pid_t pid;
 	struct xb_maps maps;
 	uint64_t maps_time_ns; /* when maps were last read */
 	uint64_t reads, failures;
 	bool gone; /* the process has exited */
+	/* Memory captured with the sample being processed (the overlay): a
+	 * read that lies inside one of these regions is answered from it,
+	 * exact at the moment of the sample; any other read goes to the live
+	 * process and is counted in live_reads (it may see a later moment). */
+	const struct xb_region *overlay;
+	unsigned noverlay;
+	uint64_t live_reads;
+	/* A snapshot (xb_remote_open_snapshot): the regions are all there is;
+	 * nothing is read live. */
+	bool snapshot_only;
 };
 
 int xb_remote_open(struct xb_remote *r, pid_t pid);
@@ -29,6 +46,17 @@ int xb_remote_refresh(struct xb_remote *r, bool force);
 int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len);
 int xb_read_u64(struct xb_remote *r, uint64_t addr, uint64_t *v);
 int xb_read_u32(struct xb_remote *r, uint64_t addr, uint32_t *v);
+/* A remote over recorded memory only (tests, replays): MAPS_TEXT (the
+ * /proc/PID/maps format, may be NULL) says what is mapped where, REGIONS
+ * what the memory held.  Reads outside the regions fail. */
+int xb_remote_open_snapshot(struct xb_remote *r, const char *maps_text,
+			    const struct xb_region *regions, unsigned n);
+/* Answer reads from these regions first until the next call (n = 0:
+ * none).  The regions must stay valid meanwhile. */
+void xb_remote_set_overlay(struct xb_remote *r, const struct xb_region *v, unsigned n);
+/* Bytes readable from the overlay at ADDR without leaving its region (0
+ * if ADDR is in none). */
+uint64_t xb_remote_overlay_span(const struct xb_remote *r, uint64_t addr);
 /* Is [addr, addr+len) inside readable mappings (no refresh)? */
 bool xb_remote_readable(const struct xb_remote *r, uint64_t addr, size_t len);
 

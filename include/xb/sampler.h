@@ -6,24 +6,13 @@
 #define XB_SAMPLER_H
 
 #include "xb/release.h"
+#include "xb/remote.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define XB_MAX_KFRAMES 64
-
-/* Memory of the target captured at the moment of a sample: the user stack
- * (perf's PERF_SAMPLE_STACK_USER, or the BPF capture path), and with BPF
- * capture also the scheduler's current_process slot, the process struct
- * and the top of its Erlang stack.  Reads of the target that fall inside a
- * region are answered from it (exact at sample time, no skid); see
- * xb_remote_set_overlay. */
-struct xb_region {
-	uint64_t addr, len;
-	const uint8_t *data;
-};
-#define XB_MAX_REGIONS 4
 
 struct xb_sample {
 	pid_t tid;
@@ -37,7 +26,10 @@ struct xb_sample {
 	unsigned nkips;
 	int thread; /* index into sampler->threads */
 	int cpu;    /* CPU the kernel recorded for the sample, -1 if unknown */
-	/* regions[0] is the user stack (== stack/stack_size) when present. */
+	/* Memory of the target captured at the moment of the sample: the user
+	 * stack (regions[0], == stack/stack_size, when present) and, with BPF
+	 * capture, the scheduler's current_process slot, the process struct
+	 * and the top of its Erlang stack.  See xb_remote_set_overlay. */
 	struct xb_region regions[XB_MAX_REGIONS];
 	unsigned nregions;
 	unsigned capture_faults; /* BPF: reads it could not make (page not resident) */
@@ -67,6 +59,16 @@ struct xb_sampler_opts {
 	/* Classifies threads by name ('s', 'c', 'i', 'o'; see vm.h). */
 	char (*thread_kind)(const void *arg, const char *comm, int *no);
 	const void *thread_kind_arg;
+	/* BPF capture (bpf_capture.h): a program attached to every event
+	 * writes the samples to its own ring, so the events ask for no sample
+	 * data and get small rings, which carry only LOST/THROTTLE records
+	 * (xb_sampler_poll still counts them).  Excludes include_kernel. */
+	bool bpf;
+	/* Called once a thread's event is open (again after a re-open), with
+	 * the thread's kind and number known: e.g. xb_bpf_attach.  -1 (with
+	 * xb_fail) makes xb_sampler_open / _scan_threads fail. */
+	int (*attach)(void *arg, int fd, const struct xb_thread *t);
+	void *attach_arg;
 };
 
 struct xb_sampler {

@@ -1,5 +1,8 @@
-/* vm.h - attaching to a running BEAM: identify it, pick its release table,
- * resolve the symbols we need, and decode atoms.  Shared by every tool. */
+/* vm.h - a running BEAM as the tools see it (struct xb_vm) and what can
+ * be asked of it.  Shared by every tool.  Implemented by src/beam/:
+ * attach.c (identify it, pick its release table, resolve the globals),
+ * atoms.c (atom text), sched.c (scheduler threads and their data) and
+ * discover.c (globals a stripped binary does not name). */
 #ifndef XB_VM_H
 #define XB_VM_H
 
@@ -87,6 +90,7 @@ bool xb_vm_alive(struct xb_vm *vm);
 static inline int64_t xb_off(const struct xb_vm *vm, enum xb_field f) { return vm->off[f]; }
 const char *xb_flavor_name(enum xb_flavor f);
 
+/* ---- atoms.c ---- */
 /* The atom's text, quoted as the VM prints it (cached: atoms are never
  * freed).  NULL on a bad term or failed read. */
 const char *xb_vm_atom(struct xb_vm *vm, uint64_t term);
@@ -94,6 +98,7 @@ const char *xb_vm_atom(struct xb_vm *vm, uint64_t term);
 int xb_vm_atoms_prefetch(struct xb_vm *vm);
 /* Raw (unquoted) text of an atom into buf. */
 int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_t *outlen);
+void xb_vm_atoms_free(struct xb_vm *vm);
 
 /* Number of the running scheduler threads and the address of scheduler
  * N's data (1-based). */

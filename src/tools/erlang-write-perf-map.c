@@ -2,16 +2,18 @@
  * that stock perf can name its Erlang code.
  *
  *   erlang-write-perf-map [-o PATH|-] [--watch] [--no-fold] PID
+ *   perf script | erlang-write-perf-map --symbolize [PID|MAP]
  */
 #define _GNU_SOURCE
+#include "xb/cli.h"
 #include "xb/codemap.h"
+#include "xb/outfile.h"
 #include "xb/common.h"
-#include "xb/perfmap_file.h"
+#include "xb/perfmap.h"
 #include "xb/version.h"
 #include "xb/vm.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,25 +27,40 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: erlang-write-perf-map [OPTIONS] PID\n"
-		"Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n"
-		"\n"
-		"  -o, --output PATH   write to PATH instead of /tmp/perf-PID.map ('-' = stdout)\n"
-		"  -w, --watch         rewrite the map whenever the VM loads code; stop when the\n"
-		"                      VM exits or on ^C\n"
-		"      --interval MS   how often --watch looks for new code (default 200)\n"
-		"      --no-fold       keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
-		"                      (a line-for-line copy of the VM's own +JPperf map)\n"
-		"  -v, --verbose       say what was found on stderr\n"
-		"  -h, --help          this help\n"
-		"      --version       print the version\n"
-		"\n"
-		"Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
-		"never paused: its memory is read with process_vm_readv(2).\n");
-}
+static const char *out_path;
+static bool watch, no_fold, help, version, symbolize;
+static unsigned interval_ms = 200;
+
+static const struct xb_opt options[] = {
+	{ "output", 'o', XB_OPT_STR, &out_path, "PATH", "write to PATH instead of /tmp/perf-PID.map ('-' = stdout)" },
+	{ "watch", 'w', XB_OPT_FLAG, &watch, NULL,
+	  "rewrite the map whenever the VM loads code; stop when the\n"
+	  "VM exits or on ^C" },
+	{ "interval", 0, XB_OPT_UINT, &interval_ms, "MS", "how often --watch looks for new code (default 200)", 1,
+	  3600000 },
+	{ "no-fold", 0, XB_OPT_FLAG, &no_fold, NULL,
+	  "keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
+	  "(a line-for-line copy of the VM's own +JPperf map)" },
+	{ "symbolize", 0, XB_OPT_FLAG, &symbolize, NULL,
+	  "read `perf script` output on stdin and write it to\n"
+	  "stdout with the JIT addresses perf left [unknown]\n"
+	  "named (samples and callchains), from the VM PID's\n"
+	  "code map or from a perf map file MAP; no operand: the\n"
+	  "VM of the first sample whose thread runs a beam" },
+	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "say what was found on stderr" },
+	{ "help", 'h', XB_OPT_FLAG, &help, NULL, "this help" },
+	{ "version", 0, XB_OPT_FLAG, &version, NULL, "print the version" },
+};
+
+static const struct xb_cli cli = {
+	.prog = "erlang-write-perf-map",
+	.usage = "[OPTIONS] PID\n       erlang-write-perf-map --symbolize [PID|MAP] < perf-script-output",
+	.summary = "Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n",
+	.opts = options,
+	.nopts = XB_ARRAY_SIZE(options),
+	.epilog = "Works on JIT and interpreter VMs, with or without debug info.  The VM is\n"
+		  "never paused: its memory is read with process_vm_readv(2).\n",
+};
 
 /* Does the VM write PATH itself (+JPperf map)?  It keeps the file open:
  * look for it among the VM's file descriptors, which works whether or not
@@ -73,6 +90,127 @@ static bool vm_writes_map(struct xb_vm *vm, const char *path)
 	return found;
 }
 
+/* The VM of the first sample in `perf script` output whose thread runs a
+ * beam: perf prints "COMM TID ..." (or "COMM PID/TID") first on a sample's
+ * line.  The lines read meanwhile are kept in *HEAD for the output. */
+static int first_beam_pid(FILE *in, char **head, size_t *headlen)
+{
+	char *line = NULL;
+	size_t cap = 0, hcap = 0;
+	ssize_t len;
+	int pid = -1;
+	*head = NULL;
+	*headlen = 0;
+	while (pid < 0 && (len = getline(&line, &cap, in)) > 0) {
+		if (xb_grow((void **)head, &hcap, *headlen + (size_t)len + 1, 1) < 0)
+			break;
+		memcpy(*head + *headlen, line, (size_t)len);
+		*headlen += (size_t)len;
+		if (line[0] == '\t' || line[0] == '#')
+			continue;
+		/* COMM may hold spaces: take the first number token after it */
+		for (char *p = line; *p && pid < 0; p++) {
+			if (p == line || p[-1] != ' ' || *p < '1' || *p > '9')
+				continue;
+			char *end;
+			long v = strtol(p, &end, 10);
+			if (*end == '/')
+				v = strtol(end + 1, &end, 10); /* PID/TID: the tid */
+			if ((*end != ' ' && *end != '\t') || v <= 0 || v > 4194304)
+				continue;
+			char exe[64], target[4096];
+			snprintf(exe, sizeof(exe), "/proc/%ld/exe", v);
+			ssize_t n = readlink(exe, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = 0;
+				const char *b = strrchr(target, '/');
+				if (strncmp(b ? b + 1 : target, "beam", 4) == 0)
+					pid = (int)v;
+			}
+			break;
+		}
+	}
+	free(line);
+	return pid;
+}
+
+static int run_symbolize(int argc, char **argv, int first)
+{
+	struct xb_codemap cm;
+	struct xb_vm vm;
+	bool attached = false;
+	char *head = NULL;
+	size_t headlen = 0;
+	int pid = -1;
+	if (first < argc - 1) {
+		fprintf(stderr, "erlang-write-perf-map: --symbolize takes one PID or MAP file at most\n");
+		return 2;
+	}
+	const char *arg = first == argc - 1 ? argv[first] : NULL;
+	if (arg && strspn(arg, "0123456789") != strlen(arg)) {
+		if (xb_perfmap_read(arg, &cm) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			return 1;
+		}
+	} else {
+		if (arg && xb_parse_pid(arg, &pid) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			return 2;
+		}
+		if (!arg && (pid = first_beam_pid(stdin, &head, &headlen)) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: --symbolize: no sample of a running beam in the "
+					"input; pass the VM's PID or a perf map file\n");
+			if (headlen)
+				fwrite(head, 1, headlen, stdout);
+			free(head);
+			return 1;
+		}
+		attached = true;
+		if (xb_vm_attach(&vm, pid) < 0 || xb_codemap_build(&vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			xb_vm_detach(&vm);
+			free(head);
+			return 1;
+		}
+	}
+	/* executable mappings of the JIT's memfd: perf prints callchain
+	 * addresses there relative to it */
+	struct xb_reloc rel[8];
+	size_t nrel = 0;
+	for (size_t i = 0; attached && i < vm.mem.maps.n && nrel < XB_ARRAY_SIZE(rel); i++) {
+		const struct xb_map *m = &vm.mem.maps.v[i];
+		if (m->executable && strncmp(m->path, "/memfd:", 7) == 0 && m->start >= m->offset)
+			rel[nrel++] = (struct xb_reloc){ m->path, m->start - m->offset };
+	}
+	struct xb_symbolize_stats st = { 0 }, st2;
+	int rc = 0;
+	if (headlen) {
+		FILE *h = fmemopen(head, headlen, "r");
+		rc = h ? xb_symbolize(h, stdout, &cm, rel, nrel, &st) : xb_fail("fmemopen: %m");
+		if (h)
+			fclose(h);
+	}
+	if (rc == 0)
+		rc = xb_symbolize(stdin, stdout, &cm, rel, nrel, &st2);
+	if (rc == 0)
+		rc = xb_flush_check(stdout, "standard output");
+	st.lines += st2.lines;
+	st.unknown += st2.unknown;
+	st.named += st2.named;
+	if (rc < 0)
+		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+	else if (xb_verbose)
+		fprintf(stderr, "erlang-write-perf-map: --symbolize: %llu lines, %llu unnamed addresses, %llu "
+				"named from %s (%zu code entries)\n",
+			(unsigned long long)st.lines, (unsigned long long)st.unknown, (unsigned long long)st.named,
+			arg && pid < 0 ? arg : "the VM", cm.n);
+	xb_codemap_free(&cm);
+	if (attached)
+		xb_vm_detach(&vm);
+	free(head);
+	return rc < 0 ? 1 : 0;
+}
+
 static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct xb_codemap *cm)
 {
 	if (xb_codemap_build(vm, cm, flags) < 0)
@@ -80,8 +218,8 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 	int rc;
 	if (strcmp(out, "-") == 0) {
 		rc = xb_perfmap_print(cm, stdout);
-		if (fflush(stdout) != 0)
-			rc = xb_fail("writing standard output: %m");
+		if (rc == 0)
+			rc = xb_flush_check(stdout, "standard output");
 	} else {
 		rc = xb_perfmap_write_file(cm, out);
 	}
@@ -99,40 +237,28 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "output", required_argument, 0, 'o' }, { "watch", no_argument, 0, 'w' },
-		{ "interval", required_argument, 0, 'i' }, { "no-fold", no_argument, 0, 'n' },
-		{ "verbose", no_argument, 0, 'v' },       { "help", no_argument, 0, 'h' },
-		{ "version", no_argument, 0, 'V' },       { 0, 0, 0, 0 },
-	};
-	const char *out = NULL;
-	bool watch = false;
-	unsigned flags = XB_CM_FOLD_PROLOGUE;
-	long interval_ms = 200;
-	int c;
-	opterr = 0; /* one line of our own instead of getopt's */
-	while ((c = getopt_long(argc, argv, "o:wvh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'w': watch = true; break;
-		case 'i':
-			interval_ms = strtol(optarg, NULL, 10);
-			if (interval_ms <= 0) {
-				fprintf(stderr, "erlang-write-perf-map: --interval wants a positive number of milliseconds\n");
-				return 2;
-			}
-			break;
-		case 'n': flags &= ~(unsigned)XB_CM_FOLD_PROLOGUE; break;
-		case 'v': xb_verbose++; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': printf("erlang-write-perf-map %s\n", XB_VERSION); return 0;
-		default:
-			fprintf(stderr, "erlang-write-perf-map: %s '%s'; see --help\n",
-				optopt && strchr("o", optopt) ? "option needs a value:" : "unknown option",
-				argv[optind - 1]);
+	int first = xb_cli_parse(&cli, argc, argv);
+	if (first < 0)
+		return 2;
+	if (help) {
+		xb_cli_help(&cli, stdout);
+		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
+	}
+	if (version) {
+		printf("erlang-write-perf-map %s\n", XB_VERSION);
+		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
+	}
+	if (symbolize) {
+		if (out_path || watch) {
+			fprintf(stderr, "erlang-write-perf-map: --symbolize writes to stdout; drop %s\n",
+				out_path ? "-o" : "--watch");
 			return 2;
 		}
+		return run_symbolize(argc, argv, first);
 	}
+	unsigned flags = no_fold ? 0 : XB_CM_FOLD_PROLOGUE;
+	const char *out = out_path;
+	int optind = first;
 	if (optind != argc - 1) {
 		fprintf(stderr, "erlang-write-perf-map: %s; usage: erlang-write-perf-map [-o PATH|-] [--watch] PID\n",
 			optind >= argc ? "missing PID" : "too many arguments");

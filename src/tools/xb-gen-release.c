@@ -1,9 +1,10 @@
-/* xb-gen-release - write a release table (src/vm/releases/erts-V.c) from
+/* xb-gen-release - write a release table (src/beam/releases/erts-V.c) from
  * the DWARF of source-built beams and a few constants of the OTP source.
  * Driven by scripts/gen-release-table; see README "Adding a release". */
 #define _GNU_SOURCE
 #include "xb/common.h"
 #include "xb/dwarf_layout.h"
+#include "xb/regs.h"
 #include "xb/release.h"
 
 #include <ctype.h>
@@ -14,32 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static const char *const preg_names[] = {
-	"XB_PREG_AX", "XB_PREG_BX", "XB_PREG_CX", "XB_PREG_DX", "XB_PREG_SI", "XB_PREG_DI",
-	"XB_PREG_BP", "XB_PREG_SP", "XB_PREG_IP", "XB_PREG_FLAGS", "XB_PREG_CS", "XB_PREG_SS",
-	"XB_PREG_DS", "XB_PREG_ES", "XB_PREG_FS", "XB_PREG_GS", "XB_PREG_R8", "XB_PREG_R9",
-	"XB_PREG_R10", "XB_PREG_R11", "XB_PREG_R12", "XB_PREG_R13", "XB_PREG_R14", "XB_PREG_R15",
-};
-
-static const char *preg(int r)
-{
-	return r >= 0 && r < XB_PREG_COUNT ? preg_names[r] : "XB_PREG_NONE";
-}
-
-static int asm_reg(const char *name)
-{
-	static const char *const n[] = { "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp" };
-	for (int i = 0; i < 8; i++)
-		if (strcmp(name, n[i]) == 0)
-			return i; /* same order as enum xb_preg */
-	if (name[0] == 'r' && name[1] >= '0' && name[1] <= '9') {
-		int k = atoi(name + 1);
-		if (k >= 8 && k <= 15)
-			return XB_PREG_R8 + (k - 8);
-	}
-	return XB_PREG_NONE;
-}
 
 /* The text of FILE (relative to the OTP source tree), or exit. */
 static char *read_src(const char *src, const char *file)
@@ -158,7 +133,7 @@ static int jit_reg(const char *src, const char *var)
 		char n[64], reg[16];
 		if (sscanf(l, " const x86::Gp %63s = x86::%15[a-z0-9];", n, reg) == 2 &&
 		    strcmp(n, var) == 0) {
-			r = asm_reg(reg);
+			r = xb_preg_parse(reg);
 			break;
 		}
 	}
@@ -222,13 +197,13 @@ static void print_flavor(const char *name, int64_t *off, struct xb_regroles *r)
 	printf("\t.%s = {\n\t\t.off = {\n", name);
 	for (int i = 0; i < XB_F_COUNT; i++) {
 		if (off[i] == XB_NOFIELD)
-			printf("\t\t\t[%d] = XB_NOFIELD, /* %s */\n", i, xb_field_name(i));
+			printf("\t\t\t[%s] = XB_NOFIELD, /* %s */\n", xb_field_specs[i].id, xb_field_name(i));
 		else
-			printf("\t\t\t[%d] = %lld, /* %s (%s) */\n", i, (long long)off[i],
+			printf("\t\t\t[%s] = %lld, /* %s (%s) */\n", xb_field_specs[i].id, (long long)off[i],
 			       xb_field_name(i), xb_field_specs[i].source);
 	}
 	printf("\t\t},\n\t\t.regs = { .c_p = %s, .E = %s, .I = %s, .E_saved = %s },\n\t},\n",
-	       preg(r->c_p), preg(r->E), preg(r->I), preg(r->E_saved));
+	       xb_preg_enum_name(r->c_p), xb_preg_enum_name(r->E), xb_preg_enum_name(r->I), xb_preg_enum_name(r->E_saved));
 }
 
 int main(int argc, char **argv)

@@ -22,6 +22,9 @@ Targets
     @no_asan("why")
         not re-run in run.py --asan's sanitizer pass (only for tests that run
         none of our tools from the build directory under test).
+    @suite(NAME...)
+        run only in these suites (e.g. "package"); others run in default
+        and matrix.
 
 Starting a VM
     with VM(target, extra_args=["+JPperf", "map"], schedulers=2) as vm:
@@ -200,6 +203,15 @@ def no_asan(reason):
     our tools, or runs them from build/ through a script)."""
     def deco(fn):
         fn.xb_no_asan = reason
+        return fn
+    return deco
+
+
+def suite(*names):
+    """Run this test only in the suites named (run.py --suite NAME); tests
+    without it run in the default and matrix suites."""
+    def deco(fn):
+        fn.xb_suites = names
         return fn
     return deco
 

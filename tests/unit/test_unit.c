@@ -13,12 +13,16 @@
  * truncated-buffer cases use exact-size heap buffers so that any read past
  * the end is caught. */
 #define _GNU_SOURCE
+#include "xb/bpf_capture.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/demangle.h"
+#include "xb/output.h"
+#include "xb/output_util.h"
 #include "xb/procmaps.h"
 #include "xb/profile.h"
-#include "xb/report.h"
+#include "xb/writers.h"
+#include "xb/session.h"
 #include "xb/sampler.h"
 #include "xb/release.h"
 #include "xb/term.h"
@@ -28,24 +32,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+#include "profile.pb-c.h" /* generated from vendor/pprof/profile.proto */
+
+#include "unit.h"
 
 static int n_pass, n_fail;
 static const char *filter;
-static char fail_msg[2048];
-static int case_failed;
+char fail_msg[2048];
+int case_failed;
 
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond) && !case_failed) {                                   \
-			case_failed = 1;                                         \
-			int n_ = snprintf(fail_msg, sizeof(fail_msg), "line %d: ", \
-					  __LINE__);                             \
-			snprintf(fail_msg + n_, sizeof(fail_msg) - (size_t)n_,   \
-				 __VA_ARGS__);                                   \
-		}                                                                \
-	} while (0)
-
-static void run_case(const char *name, void (*fn)(void))
+void run_case(const char *name, void (*fn)(void))
 {
 	if (filter && !strstr(name, filter))
 		return;
@@ -709,6 +707,7 @@ static void t_sampler_parse(void)
 	n += put64(rec + n, 0x1234);                      /* ip */
 	n += put64(rec + n, (uint64_t)77 << 32 | 66);     /* pid 66, tid 77 */
 	n += put64(rec + n, 999);                         /* time */
+	n += put64(rec + n, 1);                           /* cpu 1, res 0 */
 	n += put64(rec + n, 2);                           /* PERF_SAMPLE_REGS_ABI_64 */
 	for (int r = 0; r < 17; r++)                      /* AX..IP, R8..R15 */
 		n += put64(rec + n, 100 + (uint64_t)r);
@@ -718,13 +717,243 @@ static void t_sampler_parse(void)
 	n += put64(rec + n, 8);                           /* dyn_size */
 	struct xb_sample smp;
 	CHECK(xb_sampler_parse(rec, n, false, &smp) == 0, "parse failed");
-	CHECK(smp.ip == 0x1234 && smp.tid == 77 && smp.time_ns == 999, "header fields");
+	CHECK(smp.ip == 0x1234 && smp.tid == 77 && smp.time_ns == 999 && smp.cpu == 1, "header fields");
 	CHECK(smp.user && smp.regs[XB_PREG_AX] == 100 && smp.regs[XB_PREG_IP] == 108, "AX..IP");
 	CHECK(smp.regs[XB_PREG_R8] == 109 && smp.regs[XB_PREG_R15] == 116, "R8..R15");
 	CHECK(smp.regs[XB_PREG_FLAGS] == 0, "registers not sampled stay 0");
 	CHECK(smp.stack_size == 8 && smp.stack && smp.stack[7] == 7, "stack: dyn_size bytes");
 	for (size_t cut = 0; cut < n; cut += 7)
 		CHECK(xb_sampler_parse(rec, cut, false, &smp) < 0, "truncated record at %zu accepted", cut);
+}
+
+/* ---- xb_bpf_parse: records of the BPF capture program ---------------- */
+
+enum { T_PROC = 776, T_USTACK = 100, T_ESTACK = 64 };
+#define T_SP 0x7f0000001000ull
+#define T_SLOT 0x55550000a8ull
+#define T_CP 0x5555aaaa00ull
+#define T_ESTACK_AT 0x7f1000002000ull
+
+/* A well-formed record (as capture.bpf.c writes it) in an exact-size heap
+ * buffer, so that ASan catches any read past its end.  Lengths 0 leave a
+ * part out. */
+static uint8_t *bpf_rec(struct xb_bpf_rec *h, uint32_t proc, uint32_t ust, uint32_t est, size_t *len)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = XB_BPF_MAGIC;
+	h->version = XB_BPF_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->tid = 4242;
+	h->pid = 4200;
+	h->cpu = 1;
+	h->time_ns = 123456789;
+	for (int r = 0; r < XB_BPF_NREGS; r++)
+		h->regs[r] = 0x1000 + (uint64_t)r;
+	h->regs[XB_PREG_SP] = T_SP;
+	h->regs[XB_PREG_IP] = 0x400123;
+	h->slot = T_SLOT;
+	h->c_p = T_CP;
+	h->proc_addr = proc ? T_CP : 0;
+	h->ustack_addr = T_SP;
+	h->estack_addr = est ? T_ESTACK_AT : 0;
+	h->proc_len = proc;
+	h->ustack_len = ust;
+	h->estack_len = est;
+	h->faults = 2;
+	h->total_len = (uint32_t)(sizeof(*h) + proc + ust + est);
+	*len = h->total_len;
+	uint8_t *b = malloc(*len);
+	memcpy(b, h, sizeof(*h));
+	for (size_t i = sizeof(*h); i < *len; i++)
+		b[i] = (uint8_t)(i * 7);
+	return b;
+}
+
+/* Copy of B with the header replaced by H (exact size LEN). */
+static uint8_t *bpf_rec_with(const uint8_t *b, size_t len, const struct xb_bpf_rec *h)
+{
+	uint8_t *c = malloc(len);
+	memcpy(c, b, len);
+	memcpy(c, h, sizeof(*h) <= len ? sizeof(*h) : len);
+	return c;
+}
+
+static bool regions_inside(const struct xb_sample *s, const uint8_t *b, size_t len)
+{
+	for (unsigned i = 0; i < s->nregions; i++) {
+		const struct xb_region *r = &s->regions[i];
+		if (r->data < b || r->len > len || (size_t)(r->data - b) > len - r->len)
+			return false;
+	}
+	return !s->stack || (s->stack >= b && s->stack_size <= len && (size_t)(s->stack - b) <= len - s->stack_size);
+}
+
+static void t_bpf_parse_roundtrip(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	struct xb_sample s;
+	memset(&s, 0xa5, sizeof(s));
+	CHECK(xb_bpf_parse(b, len, &s) == 0, "well-formed record rejected");
+	CHECK(s.tid == 4242 && s.cpu == 1 && s.time_ns == 123456789 && s.ip == 0x400123, "header fields");
+	CHECK(s.user && s.bpf && s.thread == -1 && s.capture_faults == 2, "flags");
+	CHECK(s.regs[XB_PREG_AX] == 0x1000 && s.regs[XB_PREG_R15] == 0x1000 + XB_PREG_R15 &&
+	      s.regs[XB_PREG_SP] == T_SP, "registers");
+	const uint8_t *data = b + sizeof(h);
+	CHECK(s.stack == data + T_PROC && s.stack_size == T_USTACK, "stack = the user-stack copy");
+	CHECK(s.nregions == 4, "%u regions, want 4", s.nregions);
+	CHECK(s.regions[0].addr == T_SP && s.regions[0].len == T_USTACK && s.regions[0].data == s.stack,
+	      "regions[0]: user stack");
+	uint64_t cp = 0;
+	if (s.nregions == 4)
+		memcpy(&cp, s.regions[1].data, 8);
+	CHECK(s.regions[1].addr == T_SLOT && s.regions[1].len == 8 && cp == T_CP, "regions[1]: slot -> c_p");
+	CHECK(s.regions[2].addr == T_CP && s.regions[2].len == T_PROC && s.regions[2].data == data,
+	      "regions[2]: process");
+	CHECK(s.regions[3].addr == T_ESTACK_AT && s.regions[3].len == T_ESTACK &&
+	      s.regions[3].data == data + T_PROC + T_USTACK, "regions[3]: Erlang-stack tail");
+	CHECK(regions_inside(&s, b, len), "a region points outside the record");
+	/* A longer buffer (the ring rounds records up) is fine. */
+	uint8_t *big = calloc(1, len + 8);
+	memcpy(big, b, len);
+	CHECK(xb_bpf_parse(big, len + 8, &s) == 0 && s.nregions == 4, "record in a longer buffer");
+	free(big);
+	free(b);
+}
+
+static void t_bpf_parse_shapes(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	struct xb_sample s;
+	/* JIT running Erlang code: the user stack is the Erlang stack, no tail. */
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, 0, &len);
+	CHECK(xb_bpf_parse(b, len, &s) == 0 && s.nregions == 3 && s.regions[2].addr == T_CP, "no tail");
+	free(b);
+	/* A thread that is no scheduler: no slot, no process. */
+	b = bpf_rec(&h, 0, T_USTACK, 0, &len);
+	h.slot = h.c_p = 0;
+	uint8_t *c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 1 && s.stack_size == T_USTACK, "no slot");
+	free(c);
+	/* Scheduler idle (c_p 0): the slot, nothing else. */
+	h.slot = T_SLOT;
+	h.c_p = 0;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 2 && s.regions[1].addr == T_SLOT, "idle");
+	free(c);
+	/* The slot could not be read: no slot region. */
+	h.flags = XB_BPF_F_SLOT_FAULT;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 1, "slot fault");
+	free(c);
+	free(b);
+	/* Kernel registers (an event without exclude_kernel): no user data. */
+	b = bpf_rec(&h, 0, 0, 0, &len);
+	h.flags = XB_BPF_F_KERNEL_REGS;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && !s.user && s.nregions == 0 && !s.stack &&
+	      s.regs[XB_PREG_SP] == 0, "kernel registers");
+	free(c);
+	free(b);
+	/* Empty user stack (the copy failed at once). */
+	b = bpf_rec(&h, T_PROC, 0, T_ESTACK, &len);
+	CHECK(xb_bpf_parse(b, len, &s) == 0 && !s.stack && s.nregions == 3 && s.regions[0].addr == T_SLOT,
+	      "no user stack");
+	free(b);
+}
+
+/* Damage number I to a good header: what it breaks, or NULL past the last. */
+static const char *bpf_damage(int i, struct xb_bpf_rec *r)
+{
+	switch (i) {
+	case 0: r->magic ^= 1; return "wrong magic";
+	case 1: r->version++; return "wrong version";
+	case 2: r->hdr_size += 8; return "header size";
+	case 3: r->total_len += 8; return "total_len past the end";
+	case 4: r->total_len -= 8; return "total_len short of the parts";
+	case 5: r->ustack_len += 1u << 20; r->total_len += 1u << 20; return "ustack_len past the end";
+	case 6: r->proc_len = 0xffffffff; return "proc_len past the end";
+	case 7: r->estack_len = r->total_len = 0x80000000u; return "estack_len past the end";
+	case 8: r->proc_len = 0xfffffff0u; r->ustack_len = 0x20; return "lengths that wrap";
+	case 9: r->proc_len += 2048; r->total_len += 2048; return "proc_len over the maximum";
+	case 10: r->ustack_addr += 8; return "ustack not at SP";
+	case 11: r->proc_addr += 8; return "process not at c_p";
+	case 12: r->slot = 0; return "process without a slot";
+	case 13: r->c_p = r->proc_addr = 0; return "process with c_p 0";
+	case 14: r->flags |= XB_BPF_F_SLOT_FAULT; return "process after a slot fault";
+	case 15: r->estack_addr = 0; return "estack at 0";
+	case 16: r->estack_addr = ~0ull - 16; return "estack wraps";
+	case 17: r->ustack_addr = r->regs[XB_PREG_SP] = ~0ull - 16; return "ustack wraps";
+	case 18: r->slot = ~0ull - 3; return "slot wraps";
+	case 19: r->tid = 0; return "tid 0";
+	case 20: r->flags |= XB_BPF_F_KERNEL_REGS; return "kernel registers with user data";
+	default: return NULL;
+	}
+}
+
+static void t_bpf_parse_malformed(void)
+{
+	struct xb_bpf_rec h, m;
+	size_t len;
+	struct xb_sample s;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	/* Truncated anywhere: exact-size copies. */
+	for (size_t cut = 0; cut < len; cut += cut < 400 ? 1 : 37) {
+		uint8_t *c = malloc(cut ? cut : 1);
+		memcpy(c, b, cut);
+		CHECK(xb_bpf_parse(c, cut, &s) < 0, "record truncated to %zu bytes accepted", cut);
+		free(c);
+	}
+	CHECK(xb_bpf_parse(NULL, 0, &s) < 0, "NULL accepted");
+	/* Each header change below must be refused. */
+	for (int i = 0;; i++) {
+		m = h;
+		const char *what = bpf_damage(i, &m);
+		if (!what)
+			break;
+		uint8_t *c = bpf_rec_with(b, len, &m);
+		CHECK(xb_bpf_parse(c, len, &s) < 0, "%s: accepted", what);
+		free(c);
+	}
+	/* An estack without a process. */
+	uint8_t *e = bpf_rec(&m, 0, T_USTACK, T_ESTACK, &len);
+	CHECK(xb_bpf_parse(e, len, &s) < 0, "Erlang-stack tail without a process: accepted");
+	free(e);
+	free(b);
+}
+
+/* Random damage to a good record: never a read outside it (ASan), and
+ * what is accepted points inside it. */
+static void t_bpf_parse_fuzz(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	uint64_t x = 0x9E3779B97F4A7C15ull;
+	unsigned accepted = 0;
+	for (int i = 0; i < 20000; i++) {
+		uint8_t *c = malloc(len);
+		memcpy(c, b, len);
+		int flips = 1 + (int)(x % 4);
+		for (int f = 0; f < flips; f++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			size_t at = (size_t)(x % sizeof(h)); /* the header decides everything */
+			c[at] ^= (uint8_t)(1u << (x >> 40) % 8);
+		}
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t n = x % 5 == 0 ? (size_t)(x >> 32) % len : len;
+		struct xb_sample s;
+		if (xb_bpf_parse(c, n, &s) == 0) {
+			accepted++;
+			CHECK(regions_inside(&s, c, n), "fuzz case %d: a region points outside the record", i);
+			CHECK(s.nregions <= XB_MAX_REGIONS, "fuzz case %d: %u regions", i, s.nregions);
+		}
+		free(c);
+	}
+	CHECK(accepted > 0, "no damaged record accepted at all (damage to registers is harmless)");
+	free(b);
 }
 
 /* ---- aggregation and percentiles ------------------------------------- */
@@ -758,7 +987,7 @@ static void t_profile_flat_and_blame(void)
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	xb_report_folded(f, &p);
+	xb_write_folded(f, &p);
 	fclose(f);
 	CHECK(strstr(buf, "m:run/0;m:send_loop/2;copy_struct_x 3\n") &&
 	      strstr(buf, "m:run/0;m:hot/1 5\n"), "folded output: %s", buf);
@@ -786,13 +1015,26 @@ static void t_format_pid_pixdata(void)
 	      "without the table's parameters the data is taken as is: %s", buf);
 }
 
-static void t_percentile(void)
+static void t_skid_histogram(void)
 {
-	uint64_t v[] = { 50, 10, 30, 40, 20 };
-	CHECK(xb_percentile(v, 5, 50) == 30, "p50");
-	CHECK(xb_percentile(v, 5, 100) == 50, "max");
-	CHECK(xb_percentile(v, 5, 0) == 10, "min");
-	CHECK(xb_percentile(v, 0, 50) == 0, "empty");
+	static struct xb_skid h;
+	memset(&h, 0, sizeof(h));
+	CHECK(xb_skid_percentile(&h, 50) == 0, "empty");
+	for (uint64_t v = 1; v <= 1000; v++)
+		xb_skid_add(&h, v);
+	uint64_t p50 = xb_skid_percentile(&h, 50), p90 = xb_skid_percentile(&h, 90);
+	uint64_t p99 = xb_skid_percentile(&h, 99), mx = xb_skid_percentile(&h, 100);
+	/* 8 buckets per power of two: within 12.5 % above the true value */
+	CHECK(p50 >= 500 && p50 <= 563, "p50 %llu", (unsigned long long)p50);
+	CHECK(p90 >= 900 && p90 <= 1000, "p90 %llu", (unsigned long long)p90);
+	CHECK(p99 >= 990 && p99 <= 1000, "p99 %llu", (unsigned long long)p99);
+	CHECK(mx == 1000 && h.max_us == 1000 && h.n == 1000, "max %llu", (unsigned long long)mx);
+	CHECK(p50 <= p90 && p90 <= p99 && p99 <= mx, "order");
+	xb_skid_add(&h, UINT64_MAX / 2); /* lands in the last bucket, no overflow */
+	CHECK(xb_skid_percentile(&h, 100) == UINT64_MAX / 2, "huge value");
+	memset(&h, 0, sizeof(h));
+	xb_skid_add(&h, 3);
+	CHECK(xb_skid_percentile(&h, 0) == 3 && xb_skid_percentile(&h, 100) == 3, "one small value exact");
 }
 
 /* ---- xb_demangle ------------------------------------------------------- */
@@ -845,6 +1087,406 @@ static void t_demangle(void)
 	CHECK(d == tiny && strlen(tiny) == 7, "short buffer: \"%s\"", d);
 }
 
+/* ---- output formats (src/output/, src/aggregate/blame_filter.c) -------- */
+
+static void t_utf8_next(void)
+{
+	static const struct {
+		const char *s;
+		size_t len, took;
+		uint32_t cp;
+	} cases[] = {
+		{ "A", 1, 1, 'A' },
+		{ "\xc3\xa9", 2, 2, 0xe9 },
+		{ "\xe2\x82\xac", 3, 3, 0x20ac },
+		{ "\xf0\x9f\x98\x80", 4, 4, 0x1f600 },
+		{ "\xc0\x80", 2, 1, 0xfffd },         /* overlong NUL */
+		{ "\xe0\x80\x80", 3, 1, 0xfffd },     /* overlong */
+		{ "\xed\xa0\x80", 3, 1, 0xfffd },     /* a surrogate */
+		{ "\xf4\x90\x80\x80", 4, 1, 0xfffd }, /* > U+10FFFF */
+		{ "\xe2\x82", 2, 2, 0xfffd },         /* truncated: its valid prefix */
+		{ "\xe2\x82" "A", 3, 2, 0xfffd },
+		{ "\xff", 1, 1, 0xfffd },
+		{ "\x80", 1, 1, 0xfffd },
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(cases); i++) {
+		uint32_t cp = 0;
+		size_t took = xb_utf8_next(cases[i].s, cases[i].len, &cp);
+		CHECK(took == cases[i].took && cp == cases[i].cp, "case %zu: took %zu cp U+%04X, want %zu U+%04X",
+		      i, took, (unsigned)cp, cases[i].took, (unsigned)cases[i].cp);
+	}
+}
+
+static void expect_display(const char *in, const char *want)
+{
+	char *d = xb_display_name(in);
+	CHECK(d && strcmp(d, want) == 0, "display(\"%s\") = \"%s\", want \"%s\"", in, d ? d : "(null)", want);
+	free(d);
+}
+
+static void t_display_name(void)
+{
+	expect_display("app:leaf/1", "app:leaf/1");
+	expect_display("a\tb\nc\r\x01\x7f", "a\\tb\\nc\\r\\x01\\x7f");
+	expect_display("bad\xff\xfe" "name", "bad\xef\xbf\xbd\xef\xbf\xbdname");
+	expect_display("nel\xc2\x85", "nel\\u0085"); /* a C1 control */
+	expect_display("'\xc3\xbcn\xc3\xaf':f/0", "'\xc3\xbcn\xc3\xaf':f/0");
+	expect_display("", "");
+}
+
+static char *capture(void (*fn)(FILE *, const char *), const char *arg)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	fn(f, arg);
+	fclose(f);
+	return buf;
+}
+
+static void put_xml_all(FILE *f, const char *s)
+{
+	xb_put_xml(f, s, strlen(s));
+}
+
+static void t_xml_escape(void)
+{
+	char *x = capture(put_xml_all, "a<b>&\"'c");
+	CHECK(strcmp(x, "a&lt;b&gt;&amp;&quot;&apos;c") == 0, "got %s", x);
+	free(x);
+	x = capture(put_xml_all, "plain");
+	CHECK(strcmp(x, "plain") == 0, "got %s", x);
+	free(x);
+}
+
+static void t_json_string(void)
+{
+	char *j = capture(xb_put_json_string, "q\"\\\n\x01\x7f\xff\xc3\xa9/");
+	CHECK(strcmp(j, "\"q\\\"\\\\\\u000a\\u0001\\u007f\xef\xbf\xbd\xc3\xa9/\"") == 0, "got %s", j);
+	free(j);
+	j = capture(xb_put_json_string, "");
+	CHECK(strcmp(j, "\"\"") == 0, "got %s", j);
+	free(j);
+	j = capture(xb_put_json_string, "\xe2\x82"); /* truncated at the end */
+	CHECK(strcmp(j, "\"\xef\xbf\xbd\"") == 0, "got %s", j);
+	free(j);
+}
+
+static void t_fit_text(void)
+{
+	bool cut;
+	CHECK(xb_fit_text("app:leaf/1", 20, &cut) == 10 && !cut, "fits");
+	CHECK(xb_fit_text("app:leaf/1", 10, &cut) == 10 && !cut, "fits exactly");
+	CHECK(xb_fit_text("app:leaf/1", 9, &cut) == 7 && cut, "cut to 7 + ..");
+	CHECK(xb_fit_text("app:leaf/1", 3, &cut) == 1 && cut, "a..");
+	CHECK(xb_fit_text("app:leaf/1", 2, &cut) == 0 && !cut, "nothing under 3 characters");
+	CHECK(xb_fit_text("ab", 2, &cut) == 2 && !cut, "short names still fit");
+	/* Characters, not bytes: "ünïcødé" is 7 characters, 11 bytes. */
+	const char *u = "\xc3\xbcn\xc3\xaf" "c\xc3\xb8" "d\xc3\xa9";
+	CHECK(xb_fit_text(u, 7, &cut) == strlen(u) && !cut, "7 characters fit in 7");
+	CHECK(xb_fit_text(u, 5, &cut) == 5 && cut, "3 characters (5 bytes) + ..: %zu",
+	      xb_fit_text(u, 5, &cut));
+}
+
+/* Intern in reverse alphabetical order: the writers must not care. */
+static void t_output_order(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t c = xb_profile_intern(&p, "c", "[Erlang]", XB_FK_ERLANG);
+	uint32_t b = xb_profile_intern(&p, "b", "[Erlang]", XB_FK_ERLANG);
+	uint32_t a = xb_profile_intern(&p, "a", "[Erlang]", XB_FK_ERLANG);
+	uint32_t s0[] = { c, a }, s1[] = { b, a }, s2[] = { a }, s3[] = { a, c };
+	xb_profile_add(&p, s0, 2, 0); /* a;c */
+	xb_profile_add(&p, s1, 2, 0); /* a;b */
+	xb_profile_add(&p, s2, 1, 0); /* a */
+	xb_profile_add(&p, s3, 2, 0); /* c;a */
+	uint32_t *rank, *order;
+	CHECK(xb_out_order(&p, &rank, &order) == 0, "order failed");
+	CHECK(rank[a] == 0 && rank[b] == 1 && rank[c] == 2, "ranks %u %u %u", rank[a], rank[b], rank[c]);
+	CHECK(order[0] == 2 && order[1] == 1 && order[2] == 0 && order[3] == 3,
+	      "order %u %u %u %u (want a, a;b, a;c, c;a)", order[0], order[1], order[2], order[3]);
+	free(rank);
+	free(order);
+	xb_profile_free(&p);
+}
+
+static void add_n(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative, int count)
+{
+	for (int i = 0; i < count; i++)
+		xb_profile_add(p, ids, n, nnative);
+}
+
+static void t_flame_merge_narrow(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t e = xb_profile_intern(&p, "e", "[Erlang]", XB_FK_ERLANG);
+	uint32_t d = xb_profile_intern(&p, "d", "[Erlang]", XB_FK_ERLANG);
+	uint32_t c = xb_profile_intern(&p, "c", "[Erlang]", XB_FK_ERLANG);
+	uint32_t b = xb_profile_intern(&p, "b", "[Erlang]", XB_FK_ERLANG);
+	uint32_t a = xb_profile_intern(&p, "a", "[Erlang]", XB_FK_ERLANG);
+	uint32_t sa[] = { a }, sab[] = { b, a }, sac[] = { c, a }, sd[] = { d }, sde[] = { e, d };
+	add_n(&p, sac, 2, 0, 5);
+	add_n(&p, sd, 1, 0, 1);
+	add_n(&p, sab, 2, 0, 3);
+	add_n(&p, sde, 2, 0, 1);
+	add_n(&p, sa, 1, 0, 2);
+	/* 12 samples; at 10 % (1.2 samples) e (1) goes, d (2) stays. */
+	struct xb_flame fl;
+	CHECK(xb_flame_build(&p, 0.1, &fl) == 0, "build failed");
+	static const struct {
+		const char *name;
+		uint32_t depth;
+		uint64_t x, total;
+	} want[] = { { "all", 0, 0, 12 }, { "a", 1, 0, 10 }, { "b", 2, 0, 3 }, { "c", 2, 3, 5 },
+		     { "d", 1, 10, 2 } };
+	CHECK(fl.n == XB_ARRAY_SIZE(want), "%zu nodes, want %zu", fl.n, XB_ARRAY_SIZE(want));
+	for (size_t i = 0; i < fl.n && i < XB_ARRAY_SIZE(want); i++) {
+		const struct xb_flame_node *nd = &fl.nodes[i];
+		const char *name = nd->frame == XB_FLAME_ROOT ? "all" : p.names[nd->frame].name;
+		CHECK(strcmp(name, want[i].name) == 0 && nd->depth == want[i].depth && nd->x == want[i].x &&
+			      nd->total == want[i].total,
+		      "node %zu: %s depth %u x %llu total %llu, want %s %u %llu %llu", i, name, nd->depth,
+		      (unsigned long long)nd->x, (unsigned long long)nd->total, want[i].name, want[i].depth,
+		      (unsigned long long)want[i].x, (unsigned long long)want[i].total);
+	}
+	CHECK(fl.total == 12 && fl.maxdepth == 2 && fl.merged_frames == 1 && fl.merged_samples == 1,
+	      "total %llu maxdepth %u merged %zu frames %llu samples", (unsigned long long)fl.total,
+	      fl.maxdepth, fl.merged_frames, (unsigned long long)fl.merged_samples);
+	xb_flame_free(&fl);
+	/* At 20 % (2.4 samples) d goes too, with e inside it: 2 frames, whose
+	 * 2 samples are now drawn as the root's. */
+	CHECK(xb_flame_build(&p, 0.2, &fl) == 0, "build failed");
+	CHECK(fl.n == 4 && fl.merged_frames == 2 && fl.merged_samples == 2 && fl.maxdepth == 2,
+	      "%zu nodes, merged %zu frames %llu samples", fl.n, fl.merged_frames,
+	      (unsigned long long)fl.merged_samples);
+	xb_flame_free(&fl);
+	/* Exactly at the minimum (25 % = 3 samples) stays: b. */
+	CHECK(xb_flame_build(&p, 0.25, &fl) == 0, "build failed");
+	CHECK(fl.n == 4 && fl.merged_frames == 2, "at the minimum: %zu nodes, merged %zu", fl.n,
+	      fl.merged_frames);
+	xb_flame_free(&fl);
+	/* Nothing narrow: the whole tree. */
+	CHECK(xb_flame_build(&p, 0, &fl) == 0 && fl.n == 6 && fl.merged_frames == 0, "%zu nodes", fl.n);
+	xb_flame_free(&fl);
+	xb_profile_free(&p);
+}
+
+static void t_blame_filter(void)
+{
+	struct xb_profile p, q;
+	xb_profile_init(&p);
+	uint32_t cs = xb_profile_intern(&p, "copy_struct_x", "[beam.smp]", XB_FK_NATIVE);
+	uint32_t snd = xb_profile_intern(&p, "m:send_loop/2", "[Erlang]", XB_FK_ERLANG);
+	uint32_t run = xb_profile_intern(&p, "m:run/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t hot = xb_profile_intern(&p, "m:hot/1", "[Erlang]", XB_FK_ERLANG);
+	uint32_t gcj = xb_profile_intern(&p, "global::garbage_collect", "[JIT]", XB_FK_JIT);
+	uint32_t gc = xb_profile_intern(&p, "m:gc/1", "[Erlang]", XB_FK_ERLANG);
+	uint32_t grp = xb_profile_intern(&p, "<0.80.0>", "[group]", XB_FK_GROUP);
+	p.names[run].file = strdup("m.erl");
+	p.names[run].line = 7;
+	uint32_t s1[] = { cs, snd, run, grp }, s2[] = { hot, run, grp }, s3[] = { gcj, gc, grp };
+	uint32_t s4[] = { cs, run }; /* copy_struct_x outside the native part: not a match */
+	add_n(&p, s1, 4, 1, 3);
+	add_n(&p, s2, 3, 0, 5);
+	add_n(&p, s3, 3, 1, 2);
+	add_n(&p, s4, 2, 0, 4);
+	CHECK(xb_profile_filter_blame(&p, "copy_struct", &q) == 0, "filter failed");
+	CHECK(q.nstacks == 1 && q.total == 3 && q.stacks[0].count == 3 && q.stacks[0].n == 4 &&
+		      q.stacks[0].nnative == 1,
+	      "copy_struct: %zu stacks, %llu samples", q.nstacks, (unsigned long long)q.total);
+	if (q.nstacks == 1) {
+		const struct xb_stack *s = &q.stacks[0];
+		CHECK(strcmp(q.names[s->ids[0]].name, "copy_struct_x") == 0 &&
+			      strcmp(q.names[s->ids[2]].name, "m:run/0") == 0 &&
+			      q.names[s->ids[3]].kind == XB_FK_GROUP,
+		      "the whole stack, innermost first");
+		CHECK(q.names[s->ids[2]].file && strcmp(q.names[s->ids[2]].file, "m.erl") == 0 &&
+			      q.names[s->ids[2]].line == 7,
+		      "file and line copied");
+	}
+	struct xb_row *rows;
+	uint64_t matched, noerl;
+	xb_profile_blame(&p, "copy_struct", &rows, &matched, &noerl);
+	CHECK(matched == q.total, "the same samples as xb_profile_blame: %llu vs %llu",
+	      (unsigned long long)matched, (unsigned long long)q.total);
+	free(rows);
+	xb_profile_free(&q);
+	/* The JIT alias of erts_garbage_collect. */
+	CHECK(xb_profile_filter_blame(&p, "erts_garbage_collect", &q) == 0 && q.nstacks == 1 &&
+		      q.total == 2,
+	      "erts_garbage_collect: %zu stacks, %llu samples", q.nstacks, (unsigned long long)q.total);
+	xb_profile_free(&q);
+	CHECK(xb_profile_filter_blame(&p, "no_such_fn", &q) == 0 && q.nstacks == 0 && q.total == 0 &&
+		      q.nnames == 0,
+	      "no match: an empty profile");
+	xb_profile_free(&q);
+	xb_profile_free(&p);
+}
+
+/* A profile with names that need escaping in every format. */
+static void nasty_profile(struct xb_profile *p)
+{
+	xb_profile_init(p);
+	uint32_t w = xb_profile_intern(p, "app:'we;ird<&>\"\n\t'/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t bad = xb_profile_intern(p, "bad\xff\x01]]>name", "[Erlang]", XB_FK_ERLANG);
+	uint32_t gc = xb_profile_intern(p, "erts_garbage_collect_nobump", "[beam.smp]", XB_FK_NATIVE);
+	uint32_t sw = xb_profile_intern(p, "sweep_one_heap", "[beam.smp]", XB_FK_NATIVE);
+	p->names[sw].file = strdup("erl_gc.c");
+	p->names[sw].line = 1234;
+	uint32_t s1[] = { w, bad }, s2[] = { sw, gc, bad };
+	add_n(p, s1, 2, 0, 3);
+	add_n(p, s2, 3, 2, 2);
+}
+
+static void t_writers_full_disk(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "t", .period_ns = 1000000 };
+	int (*const fns[])(FILE *, const struct xb_profile *, const struct xb_out_meta *) = {
+		xb_write_flamegraph, xb_write_speedscope, xb_write_pprof
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fns); i++) {
+		FILE *f = fopen("/dev/full", "w");
+		CHECK(f != NULL, "cannot open /dev/full");
+		if (!f)
+			break;
+		int rc = fns[i](f, &p, &m);
+		fclose(f);
+		CHECK(rc == -1 && strstr(xb_err(), "writing the") && strstr(xb_err(), "No space left"),
+		      "writer %zu: rc %d, message \"%s\"", i, rc, xb_err());
+	}
+	xb_profile_free(&p);
+}
+
+static char *write_mem(int (*fn)(FILE *, const struct xb_profile *, const struct xb_out_meta *),
+		       const struct xb_profile *p, const struct xb_out_meta *m, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	int rc = fn(f, p, m);
+	fclose(f);
+	if (rc < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void t_flamegraph_escaped(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "title <&> \x02", .blame = "erts_gc<" };
+	size_t n1, n2;
+	char *a = write_mem(xb_write_flamegraph, &p, &m, &n1);
+	char *b = write_mem(xb_write_flamegraph, &p, &m, &n2);
+	CHECK(a && b && n1 == n2 && memcmp(a, b, n1) == 0, "two writes differ");
+	if (a) {
+		for (size_t i = 0; i < n1; i++) {
+			unsigned char c = (unsigned char)a[i];
+			CHECK(c >= 0x20 || c == '\n', "raw control 0x%02x at byte %zu", c, i);
+			CHECK(c != 0xff, "invalid UTF-8 at byte %zu", i);
+		}
+		CHECK(strstr(a, "app:&apos;we;ird&lt;&amp;&gt;&quot;\\n\\t&apos;/0 (3 samples"),
+		      "escaped name missing");
+		CHECK(strstr(a, "bad\xef\xbf\xbd\\x01]]&gt;name"), "invalid UTF-8 not replaced");
+		CHECK(!strstr(a, "<&>") && !strstr(a, "href") && !strstr(a, "url("),
+		      "raw name or an external reference");
+		CHECK(strstr(a, "title &lt;&amp;&gt; \\x02"), "title not escaped");
+		/* Only the script's CDATA section ends with "]]>". */
+		const char *s = strstr(a, "]]>"), *t = s ? strstr(s + 3, "]]>") : NULL;
+		CHECK(s && t && !strstr(t + 3, "]]>"), "a name closed a CDATA section");
+	}
+	free(a);
+	free(b);
+	xb_profile_free(&p);
+}
+
+static int gunzip(const char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+		return -1;
+	size_t cap = 1 << 16;
+	*out = malloc(cap);
+	*outlen = 0;
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)n;
+	int rc;
+	do {
+		if (*outlen == cap)
+			*out = realloc(*out, cap *= 2);
+		zs.next_out = *out + *outlen;
+		zs.avail_out = (uInt)(cap - *outlen);
+		rc = inflate(&zs, Z_NO_FLUSH);
+		*outlen = cap - zs.avail_out;
+	} while (rc == Z_OK);
+	inflateEnd(&zs);
+	return rc == Z_STREAM_END ? 0 : -1;
+}
+
+static void t_pprof_round_trip(void)
+{
+	struct xb_profile p;
+	nasty_profile(&p);
+	struct xb_out_meta m = { .title = "t", .period_ns = 1003009, .start_unix_ns = 17, .duration_ns = 5 };
+	size_t n;
+	char *gz = write_mem(xb_write_pprof, &p, &m, &n);
+	unsigned char *raw = NULL;
+	size_t rawlen = 0;
+	CHECK(gz && n > 18 && (unsigned char)gz[0] == 0x1f && (unsigned char)gz[1] == 0x8b, "not gzip");
+	CHECK(gz && gunzip(gz, n, &raw, &rawlen) == 0, "gunzip failed");
+	Perftools__Profiles__Profile *pb =
+		raw ? perftools__profiles__profile__unpack(NULL, rawlen, raw) : NULL;
+	CHECK(pb != NULL, "protobuf-c cannot unpack it");
+	if (pb) {
+		char **st = pb->string_table;
+		CHECK(pb->n_string_table > 0 && strcmp(st[0], "") == 0, "string_table[0] is not \"\"");
+		CHECK(pb->n_sample_type == 2 && strcmp(st[pb->sample_type[0]->type], "samples") == 0 &&
+			      strcmp(st[pb->sample_type[0]->unit], "count") == 0 &&
+			      strcmp(st[pb->sample_type[1]->type], "cpu") == 0 &&
+			      strcmp(st[pb->sample_type[1]->unit], "nanoseconds") == 0,
+		      "sample types");
+		CHECK(pb->period_type && strcmp(st[pb->period_type->type], "cpu") == 0 && pb->period == 1003009 &&
+			      pb->time_nanos == 17 && pb->duration_nanos == 5,
+		      "period, time");
+		CHECK(pb->n_sample == 2 && pb->n_location == 4 && pb->n_function == 4, "%zu samples %zu locations",
+		      pb->n_sample, pb->n_location);
+		for (size_t i = 0; i < pb->n_sample; i++) {
+			Perftools__Profiles__Sample *s = pb->sample[i];
+			CHECK(s->n_value == 2 && s->value[1] == s->value[0] * 1003009, "values");
+			/* leaf first: the first location's function is the leaf */
+			uint64_t loc = s->location_id[0];
+			const char *leaf = NULL, *file = NULL;
+			for (size_t k = 0; k < pb->n_location; k++)
+				if (pb->location[k]->id == loc)
+					for (size_t j = 0; j < pb->n_function; j++)
+						if (pb->function[j]->id == pb->location[k]->line[0]->function_id) {
+							leaf = st[pb->function[j]->name];
+							file = st[pb->function[j]->filename];
+						}
+			if (s->value[0] == 2)
+				CHECK(leaf && strcmp(leaf, "sweep_one_heap") == 0 && strcmp(file, "erl_gc.c") == 0,
+				      "GC sample's leaf %s (%s)", leaf ? leaf : "?", file ? file : "?");
+			else
+				CHECK(leaf && strcmp(leaf, "app:'we;ird<&>\"\\n\\t'/0") == 0 && strcmp(file, "") == 0,
+				      "other sample's leaf %s", leaf ? leaf : "?");
+		}
+		for (size_t j = 0; j < pb->n_function; j++)
+			if (strcmp(st[pb->function[j]->name], "erts_garbage_collect_nobump") == 0)
+				CHECK(strcmp(st[pb->function[j]->filename], "beam.smp") == 0,
+				      "a native frame's filename is its module");
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	free(raw);
+	free(gz);
+	xb_profile_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	filter = argc > 1 ? argv[1] : NULL;
@@ -877,11 +1519,28 @@ int main(int argc, char **argv)
 	run_case("thread_name_match", t_thread_name_match);
 	run_case("blame_match", t_blame_match);
 	run_case("sampler_parse", t_sampler_parse);
+	run_case("bpf_parse_roundtrip", t_bpf_parse_roundtrip);
+	run_case("bpf_parse_shapes", t_bpf_parse_shapes);
+	run_case("bpf_parse_malformed", t_bpf_parse_malformed);
+	run_case("bpf_parse_fuzz", t_bpf_parse_fuzz);
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
-	run_case("percentile", t_percentile);
+	run_case("skid_histogram", t_skid_histogram);
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	run_case("demangle_trim", t_demangle_trim);
 	run_case("demangle", t_demangle);
+	run_case("utf8_next", t_utf8_next);
+	run_case("display_name", t_display_name);
+	run_case("xml_escape", t_xml_escape);
+	run_case("json_string", t_json_string);
+	run_case("fit_text", t_fit_text);
+	run_case("output_order", t_output_order);
+	run_case("flame_merge_narrow", t_flame_merge_narrow);
+	run_case("blame_filter", t_blame_filter);
+	run_case("writers_full_disk", t_writers_full_disk);
+	run_case("flamegraph_escaped_deterministic", t_flamegraph_escaped);
+	run_case("pprof_round_trip", t_pprof_round_trip);
+	erlstack_cases();
+	names_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -3,27 +3,27 @@
 %%
 %%   xb_split:start(HotPct)   HotPct: integer 0..100.  Spawns ONE process,
 %%                            registered as `xb_split`, that runs forever in
-%%                            wall-clock phases of 100 ms: the first HotPct % of
-%%                            each phase busy in hot_a/1, the rest busy in
-%%                            hot_b/1.  It never waits: it is always on a CPU
-%%                            (give the VM at least one scheduler for it).
-%%                            Returns the pid.  Replaces a running xb_split.
+%%                            cycles of ?UNITS work units: HotPct of them in
+%%                            hot_a/1, the rest in hot_b/1.  A unit is the
+%%                            same block of arithmetic in both, so the CPU
+%%                            split is HotPct : 100 - HotPct by construction,
+%%                            however much CPU the VM gets (a machine
+%%                            saturated by other programs included).  It never
+%%                            waits: it is always on a CPU or runnable (give
+%%                            the VM at least one scheduler for it).  Returns
+%%                            the pid.  Replaces a running xb_split.
 %%   xb_split:start()         start(80).
 %%   xb_split:stop()          kill it.
 %%
-%% hot_a/1 and hot_b/1 have identical bodies: one clock read
-%% (erlang:monotonic_time/0, a BIF called from the function itself), then a
-%% block of 256 inline multiply/add/mask steps, repeated until the phase
-%% ends.  So CPU samples of the process land in hot_a/1 (or the clock BIF
-%% called from it) for HotPct % of the time and in hot_b/1 for the rest.
-%% There are no other calls and no allocation in the hot loops (no GC).
-%% Note: erlang:process_info(P, current_function) is biased (it is answered
-%% where the process yields, often in the clock BIF; on the interpreter
-%% always); sample with an OS-level profiler to see the real split.
+%% hot_a/1 and hot_b/1 have identical bodies: a block of 256 inline
+%% multiply/add/mask steps, repeated N times (a tail call per unit: the
+%% stack stays flat).  No BIF calls, no allocation (no GC) in the hot loops,
+%% so CPU samples of the process land in hot_a/1 for HotPct % of its time and
+%% in hot_b/1 for the rest.
 -module(xb_split).
 -export([start/0, start/1, stop/0, init/1, phase/1, hot_a/1, hot_b/1]).
 
--define(PHASE_MS, 100).
+-define(UNITS, 2000). %% work units per cycle
 %% 256 multiply/add/mask steps, expanded inline (no call).
 -define(M1(X), ((((X) * 7) + 13) band 16#FFFFFF)).
 -define(M4(X), ?M1(?M1(?M1(?M1(X))))).
@@ -46,36 +46,26 @@ stop() ->
     end.
 
 init(HotPct) ->
-    Phase = erlang:convert_time_unit(?PHASE_MS, millisecond, native),
-    phase({HotPct * Phase div 100, Phase}).
+    phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100}).
 
-%% One 100 ms phase, then the next (tail call: the stack stays flat).
-phase({HotLen, Phase} = P) ->
-    T0 = erlang:monotonic_time(),
-    hot_a(T0 + HotLen),
-    hot_b(T0 + Phase),
+%% One cycle, then the next (tail call: the stack stays flat).
+phase({A, B} = P) ->
+    hot_a(A),
+    hot_b(B),
     ?MODULE:phase(P).
 
-hot_a(End) ->
-    Now = erlang:monotonic_time(),
-    if
-        Now >= End -> ok;
-        true ->
-            X = ?M256(Now band 16#FFFFFF),
-            case X =:= End of
-                true -> put(xb_split_hit, X), hot_a(End);
-                false -> hot_a(End)
-            end
+hot_a(0) -> ok;
+hot_a(N) ->
+    X = ?M256(N band 16#FFFFFF),
+    case X =:= N of
+        true -> put(xb_split_hit, X), hot_a(N - 1);
+        false -> hot_a(N - 1)
     end.
 
-hot_b(End) ->
-    Now = erlang:monotonic_time(),
-    if
-        Now >= End -> ok;
-        true ->
-            X = ?M256(Now band 16#FFFFFF),
-            case X =:= End of
-                true -> put(xb_split_hit, X), hot_b(End);
-                false -> hot_b(End)
-            end
+hot_b(0) -> ok;
+hot_b(N) ->
+    X = ?M256(N band 16#FFFFFF),
+    case X =:= N of
+        true -> put(xb_split_hit, X), hot_b(N - 1);
+        false -> hot_b(N - 1)
     end.

@@ -1,0 +1,54 @@
+/* outputs.h - the sinks of erlang-sample (src/output/): each turns a
+ * session's samples into one result. */
+#ifndef XB_OUTPUTS_H
+#define XB_OUTPUTS_H
+
+#include "xb/sink.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF };
+
+/* "table", "folded", ... <-> enum xb_format; xb_format_by_name -1 if none. */
+extern const char *const xb_format_names[]; /* NULL-terminated, enum order */
+int xb_format_by_name(const char *name);
+/* The format a file name's extension implies (.svg flamegraph,
+ * .speedscope.json or .json speedscope, .pb.gz or .pprof pprof, .folded or
+ * .txt folded), or -1. */
+int xb_format_by_extension(const char *path);
+
+struct xb_profile_sink_opts {
+	enum xb_format format;
+	const char *title; /* for the picture formats */
+	const char *blame; /* only samples whose native stack has this function */
+	size_t top;        /* table rows */
+	bool only_erlang;  /* table: count the innermost Erlang frame */
+};
+
+/* The session's aggregated profile, written in one format. */
+struct xb_sink *xb_profile_sink_new(const struct xb_profile_sink_opts *o);
+
+struct xb_pstack_opts {
+	bool idle_stacks; /* unwind where idle schedulers wait */
+};
+/* --pstack: one stack per scheduler, the best seen while sampling. */
+struct xb_sink *xb_pstack_sink_new(const struct xb_pstack_opts *o);
+
+struct xb_profile;
+struct xb_live_opts {
+	double interval;  /* seconds between redraws */
+	double window;    /* seconds of the recent window */
+	const char *blame;/* rows are --blame rows */
+	bool only_erlang;
+	const char *title;/* first line: tool, PID, VM */
+};
+/* --live: a top view on the terminal (stdout must be one: NULL with
+ * xb_err otherwise).  Names are interned in P (the session's profile). */
+struct xb_sink *xb_live_sink_new(const struct xb_live_opts *o, struct xb_profile *p);
+/* A one-line progress on stderr (elapsed/duration, samples, processed %)
+ * from 2 s into the run, erased at its end.  Add it only when stderr is a
+ * terminal. */
+struct xb_sink *xb_progress_sink_new(const char *prog, double duration);
+
+#endif

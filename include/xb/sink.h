@@ -1,0 +1,46 @@
+/* sink.h - where resolved samples go.  A session (session.h) hands every
+ * sample it resolved to its sinks; a sink aggregates what it needs, may
+ * redraw on a periodic tick (a live view), and writes its result at the
+ * end.  Table, folded, pstack, flame graph, speedscope and pprof are
+ * sinks (src/output/); a new output is one new sink. */
+#ifndef XB_SINK_H
+#define XB_SINK_H
+
+#include "xb/erlstack.h"
+#include "xb/sampler.h"
+#include "xb/unwind.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct xb_session;
+
+/* A sample with everything known about it. */
+struct xb_rsample {
+	const struct xb_sample *s;    /* registers, time, cpu, tid */
+	const struct xb_thread *t;    /* the sampled thread: kind, scheduler number, name */
+	const struct xb_unwind *uw;   /* native frames */
+	const struct xb_estack *es;   /* process and Erlang frames */
+	const uint32_t *ids;          /* frame ids in the session's profile, innermost first */
+	uint32_t n, nnative;
+};
+
+struct xb_sink;
+struct xb_sink_ops {
+	const char *name;
+	/* A resolved sample (may be NULL: the sink only writes the profile). */
+	void (*add)(struct xb_sink *k, struct xb_session *s, const struct xb_rsample *rs);
+	/* Called about every 100 ms while sampling (may be NULL). */
+	void (*tick)(struct xb_sink *k, struct xb_session *s);
+	/* True when the sink has all it wants and sampling may stop (may be NULL). */
+	bool (*done)(struct xb_sink *k, struct xb_session *s);
+	/* Write the result; 0, or -1 with xb_err. */
+	int (*write)(struct xb_sink *k, struct xb_session *s, FILE *out);
+	void (*free)(struct xb_sink *k);
+};
+
+struct xb_sink {
+	const struct xb_sink_ops *ops;
+};
+
+#endif

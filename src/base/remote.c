@@ -1,0 +1,142 @@
+/* remote.c - validated process_vm_readv(2). */
+#define _GNU_SOURCE
+#include "xb/remote.h"
+#include "xb/common.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* Mappings change while the VM runs (heaps grow, code is loaded).  A read
+ * that misses the cached maps triggers a re-read, but not more often than
+ * this, so a stream of bad pointers cannot turn into a stream of
+ * /proc reads. */
+#define MAPS_REFRESH_MIN_NS (20ull * 1000 * 1000)
+
+int xb_remote_open(struct xb_remote *r, pid_t pid)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	return xb_remote_refresh(r, true);
+}
+
+void xb_remote_close(struct xb_remote *r)
+{
+	xb_maps_free(&r->maps);
+}
+
+int xb_remote_open_snapshot(struct xb_remote *r, const char *maps_text,
+			    const struct xb_region *regions, unsigned n)
+{
+	memset(r, 0, sizeof(*r));
+	r->snapshot_only = true;
+	r->overlay = regions;
+	r->noverlay = n;
+	if (maps_text && xb_maps_parse(maps_text, &r->maps) < 0)
+		return -1;
+	return 0;
+}
+
+void xb_remote_set_overlay(struct xb_remote *r, const struct xb_region *v, unsigned n)
+{
+	if (r->snapshot_only)
+		return; /* the snapshot is the memory */
+	r->overlay = n ? v : NULL;
+	r->noverlay = n;
+}
+
+static const struct xb_region *overlay_find(const struct xb_remote *r, uint64_t addr)
+{
+	for (unsigned i = 0; i < r->noverlay; i++) {
+		const struct xb_region *g = &r->overlay[i];
+		if (g->data && addr >= g->addr && addr - g->addr < g->len)
+			return g;
+	}
+	return NULL;
+}
+
+uint64_t xb_remote_overlay_span(const struct xb_remote *r, uint64_t addr)
+{
+	const struct xb_region *g = overlay_find(r, addr);
+	return g ? g->len - (addr - g->addr) : 0;
+}
+
+int xb_remote_refresh(struct xb_remote *r, bool force)
+{
+	if (r->snapshot_only)
+		return -1;
+	uint64_t now = xb_now_ns();
+	if (!force && now - r->maps_time_ns < MAPS_REFRESH_MIN_NS)
+		return -1;
+	struct xb_maps m;
+	if (xb_maps_read(r->pid, &m) < 0) {
+		if (kill(r->pid, 0) < 0 && errno == ESRCH)
+			r->gone = true;
+		return -1;
+	}
+	xb_maps_free(&r->maps);
+	r->maps = m;
+	r->maps_time_ns = now;
+	return 0;
+}
+
+bool xb_remote_readable(const struct xb_remote *r, uint64_t addr, size_t len)
+{
+	uint64_t end = addr + len;
+	if (end < addr)
+		return false;
+	while (addr < end) {
+		const struct xb_map *m = xb_maps_find(&r->maps, addr);
+		if (!m || !m->readable)
+			return false;
+		addr = m->end;
+	}
+	return true;
+}
+
+int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len)
+{
+	r->reads++;
+	if (len == 0)
+		return 0;
+	const struct xb_region *g = overlay_find(r, addr);
+	if (g && g->len - (addr - g->addr) >= len) {
+		memcpy(buf, g->data + (addr - g->addr), len);
+		return 0;
+	}
+	if (r->snapshot_only) {
+		r->failures++;
+		return xb_fail("address 0x%llx+%zu is not in the snapshot", (unsigned long long)addr, len);
+	}
+	r->live_reads++;
+	if (!xb_remote_readable(r, addr, len) &&
+	    (xb_remote_refresh(r, false) < 0 || !xb_remote_readable(r, addr, len))) {
+		r->failures++;
+		return xb_fail("address 0x%llx+%zu is not mapped in process %d",
+			       (unsigned long long)addr, len, (int)r->pid);
+	}
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	r->failures++;
+	if (n < 0 && errno == ESRCH)
+		r->gone = true;
+	if (n < 0)
+		return xb_fail("process_vm_readv(%d, 0x%llx, %zu): %m", (int)r->pid,
+			       (unsigned long long)addr, len);
+	return xb_fail("short read from process %d at 0x%llx (%zd of %zu bytes)", (int)r->pid,
+		       (unsigned long long)addr, n, len);
+}
+
+int xb_read_u64(struct xb_remote *r, uint64_t addr, uint64_t *v)
+{
+	return xb_read(r, addr, v, sizeof(*v));
+}
+
+int xb_read_u32(struct xb_remote *r, uint64_t addr, uint32_t *v)
+{
+	return xb_read(r, addr, v, sizeof(*v));
+}

@@ -1,0 +1,50 @@
+/* tasks.c - the threads of a process (/proc/PID/task). */
+#define _GNU_SOURCE
+#include "xb/tasks.h"
+#include "xb/common.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int xb_task_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	char *comm = xb_slurp(path, NULL);
+	if (!comm) {
+		if (len)
+			buf[0] = 0;
+		return -1;
+	}
+	comm[strcspn(comm, "\n")] = 0;
+	snprintf(buf, len, "%s", comm);
+	free(comm);
+	return 0;
+}
+
+int xb_tasks_list(pid_t pid, struct xb_task **out)
+{
+	*out = NULL;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return xb_fail("process %d exited", (int)pid);
+	struct dirent *de;
+	size_t n = 0, cap = 0;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+		if (*end || tid <= 0)
+			continue;
+		if (xb_grow((void **)out, &cap, n + 1, sizeof(**out)) < 0)
+			break;
+		struct xb_task *t = &(*out)[n++];
+		t->tid = (pid_t)tid;
+		xb_task_comm(pid, t->tid, t->comm, sizeof(t->comm));
+	}
+	closedir(d);
+	return (int)n;
+}

@@ -1,0 +1,345 @@
+/* attach.c - identify a running BEAM and bind it to a release table:
+ * executable, erts/OTP version, flavour, debug info, field offsets,
+ * register roles and the globals we read.  Read-only: nothing is written
+ * to the VM. */
+#define _GNU_SOURCE
+#include "xb/vm.h"
+#include "xb/common.h"
+#include "xb/dwarf_layout.h"
+#include "xb/term.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+const char *xb_flavor_name(enum xb_flavor f)
+{
+	return f == XB_FLAVOR_JIT ? "jit" : f == XB_FLAVOR_EMU ? "emu" : "unknown";
+}
+
+static int perm_error(pid_t pid, const char *what)
+{
+	if (geteuid() == 0)
+		return xb_fail("permission denied reading %s of process %d even as root: it belongs to "
+			       "another PID or user namespace, or a security module (Yama ptrace_scope "
+			       "3, SELinux, AppArmor) forbids ptrace access; run from the VM's namespace",
+			       what, (int)pid);
+	return xb_fail("permission denied reading %s of process %d: run as root, or give this "
+		       "tool CAP_SYS_PTRACE (ptrace access is what process_vm_readv needs) and "
+		       "CAP_PERFMON (or lower kernel.perf_event_paranoid)",
+		       what, (int)pid);
+}
+
+/* "…/erts-13.1.5/bin/beam.smp" -> "13.1.5" */
+static bool erts_from_path(const char *path, char *out, size_t len)
+{
+	const char *p = strstr(path, "/erts-");
+	if (!p)
+		return false;
+	p += 6;
+	size_t n = strcspn(p, "/");
+	if (n == 0 || n >= len)
+		return false;
+	memcpy(out, p, n);
+	out[n] = 0;
+	return true;
+}
+
+/* -root DIR from the VM's command line (erlexec always passes it). */
+static void root_from_cmdline(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	size_t n;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	char *buf = xb_slurp(path, &n);
+	if (!buf)
+		return;
+	for (size_t i = 0; i < n;) {
+		const char *arg = buf + i;
+		size_t al = strnlen(arg, n - i);
+		if (strcmp(arg, "-root") == 0 && i + al + 1 < n) {
+			snprintf(out, len, "%s", buf + i + al + 1);
+			break;
+		}
+		i += al + 1;
+	}
+	free(buf);
+}
+
+/* releases/start_erl.data holds "ERTS_VSN REL_VSN"; releases/REL/OTP_VERSION
+ * the full OTP version. */
+static void otp_from_root(struct xb_vm *vm)
+{
+	char path[PATH_MAX + 128];
+	snprintf(path, sizeof(path), "/proc/%d/root%s/releases/start_erl.data", (int)vm->pid, vm->root);
+	char *data = xb_slurp(path, NULL);
+	char erts[32] = "", rel[32] = "";
+	if (data && sscanf(data, "%31s %31s", erts, rel) == 2) {
+		if (!vm->erts[0])
+			snprintf(vm->erts, sizeof(vm->erts), "%s", erts);
+		if (strcmp(erts, vm->erts) == 0)
+			snprintf(vm->otp, sizeof(vm->otp), "%s", rel);
+	}
+	free(data);
+	if (vm->otp[0]) {
+		snprintf(path, sizeof(path), "/proc/%d/root%s/releases/%s/OTP_VERSION", (int)vm->pid,
+			 vm->root, vm->otp);
+		char *v = xb_slurp(path, NULL);
+		if (v) {
+			v[strcspn(v, "\n")] = 0;
+			snprintf(vm->otp_version, sizeof(vm->otp_version), "%s", v);
+			free(v);
+		}
+	}
+}
+
+/* A JIT VM has executable code outside any file: the JIT's dual-mapped
+ * memfd, or anonymous executable memory with +JPperf.  The interpreter has
+ * none.  This works when the binary names nothing (OTP 29 stripped). */
+static enum xb_flavor flavor_from_maps(const struct xb_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct xb_map *m = &maps->v[i];
+		if (!m->executable)
+			continue;
+		if (strncmp(m->path, "/memfd:", 7) == 0 || m->path[0] == 0)
+			return XB_FLAVOR_JIT;
+	}
+	return XB_FLAVOR_EMU;
+}
+
+static uint64_t sym(struct xb_vm *vm, const char *name)
+{
+	return xb_symbols_lookup(&vm->syms, vm->beam, name, NULL);
+}
+
+static void resolve_symbols(struct xb_vm *vm)
+{
+	struct xb_vm_syms *s = &vm->sym;
+	s->atom_table = sym(vm, "erts_atom_table");
+	s->proc_tab = sym(vm, "erts_proc");
+	s->sched_data_ptr = sym(vm, "erts_aligned_scheduler_data");
+	s->no_schedulers = sym(vm, "erts_no_schedulers");
+	s->dirty_cpu_data_ptr = sym(vm, "erts_aligned_dirty_cpu_scheduler_data");
+	s->dirty_io_data_ptr = sym(vm, "erts_aligned_dirty_io_scheduler_data");
+	s->jit_desc = sym(vm, "__jit_debug_descriptor");
+	s->jit_desc_how = s->jit_desc ? "symbol" : NULL;
+	s->active_code_ix = sym(vm, "the_active_code_index");
+	s->normal_exit_ptr = sym(vm, "beam_normal_exit");
+	s->frame_layout = sym(vm, "erts_frame_layout");
+	s->process_main = xb_symbols_lookup(&vm->syms, vm->beam, "process_main", &s->process_main_size);
+	const char *rname = vm->rel ? vm->rel->sym_ranges : "r";
+	/* EXTROSPECT_RANGES_BY_REFS=1 skips the symbol table, so tests can
+	 * prove the code-reference search on a binary that has both. */
+	const char *by_refs = getenv("EXTROSPECT_RANGES_BY_REFS");
+	s->ranges = by_refs && *by_refs == '1' ? 0 : sym(vm, rname);
+	if (s->ranges && xb_vm_ranges_plausible(vm, s->ranges)) {
+		s->ranges_how = vm->debug == XB_DEBUG_DYNSYM ? "dynsym" : "symtab";
+	} else {
+		s->ranges = xb_vm_find_ranges_by_refs(vm);
+		s->ranges_how = s->ranges ? "code references" : "not found";
+	}
+}
+
+/* Scheduler threads by kind, named as the release table says. */
+static int pick_table(struct xb_vm *vm)
+{
+	const char *force = getenv("EXTROSPECT_FORCE_RELEASE");
+	const char *want = force && *force ? force : vm->erts;
+	vm->rel = xb_release_find(want);
+	if (force && *force && !vm->rel)
+		return xb_fail("EXTROSPECT_FORCE_RELEASE=%s names no compiled-in release table", force);
+
+	int64_t dw[XB_F_COUNT];
+	int have_dwarf = vm->dwarf ? xb_dwarf_layout(vm->dwarf, dw) : 0;
+
+	if (vm->rel) {
+		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
+		memcpy(vm->off, fl->off, sizeof(vm->off));
+		vm->regs = fl->regs;
+		vm->num_code_ix = vm->rel->num_code_ix;
+		vm->pid_num_bits = vm->rel->pid_num_bits;
+		vm->pid_ser_bits = vm->rel->pid_ser_bits;
+		vm->pid_pixdata = vm->rel->pid_pixdata;
+		memcpy(vm->thread_fmt, vm->rel->thread_fmt, sizeof(vm->thread_fmt));
+		if (have_dwarf) {
+			/* DWARF describes this very binary: it wins, and a
+			 * disagreement is reported (the table may be for a
+			 * differently configured build). */
+			for (int i = 0; i < XB_F_COUNT; i++) {
+				if (dw[i] == XB_NOFIELD)
+					continue;
+				if (vm->off[i] != dw[i])
+					fprintf(stderr, "warning: %s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF\n",
+						xb_field_name(i), vm->rel->erts, (long long)vm->off[i], (long long)dw[i]);
+				vm->off[i] = dw[i];
+			}
+		}
+		return 0;
+	}
+	if (have_dwarf) {
+		/* No table, but the binary describes itself. */
+		memcpy(vm->off, dw, sizeof(vm->off));
+		vm->table_from_dwarf = true;
+		const struct xb_release *latest = xb_releases[0];
+		const struct xb_release_flavor *fl = xb_release_flavor(latest, vm->flavor);
+		vm->regs = fl->regs;
+		vm->num_code_ix = latest->num_code_ix;
+		vm->pid_num_bits = latest->pid_num_bits;
+		vm->pid_ser_bits = latest->pid_ser_bits;
+		vm->pid_pixdata = latest->pid_pixdata;
+		memcpy(vm->thread_fmt, latest->thread_fmt, sizeof(vm->thread_fmt));
+		if (vm->flavor == XB_FLAVOR_EMU) {
+			int r;
+			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
+				vm->regs.I = r;
+			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "E")) != XB_PREG_NONE)
+				vm->regs.E = r;
+		}
+		if (xb_verbose)
+			fprintf(stderr, "note: no release table for erts %s; using this beam's DWARF "
+					"(register roles as in erts %s)\n", vm->erts, latest->erts);
+		return 0;
+	}
+	char list[512];
+	xb_release_list(list, sizeof(list));
+	return xb_fail("unsupported release: OTP %s (erts %s) has no table here and this beam.smp "
+		       "has no DWARF; supported: %s; install the VM's debug symbols (its -dbgsym "
+		       "package) or build it with -g",
+		       vm->otp[0] ? vm->otp : "?", vm->erts[0] ? vm->erts : "?", list);
+}
+
+/* erts_proc's pid interleaving parameters (erl_ptab.h ErtsPTabReadOnlyData;
+ * Uint32 or Uint by release, values < 2^32: the low 4 bytes suffice). */
+static void read_pix(struct xb_vm *vm)
+{
+	static const enum xb_field f[5] = { XB_F_PTAB_PIX_MASK, XB_F_PTAB_PIX_CL_MASK,
+					    XB_F_PTAB_PIX_CL_SHIFT, XB_F_PTAB_PIX_CLI_MASK,
+					    XB_F_PTAB_PIX_CLI_SHIFT };
+	uint32_t v[5];
+	if (!vm->sym.proc_tab || !vm->pid_pixdata)
+		return;
+	for (int i = 0; i < 5; i++)
+		if (xb_off(vm, f[i]) < 0 ||
+		    xb_read_u32(&vm->mem, vm->sym.proc_tab + (uint64_t)xb_off(vm, f[i]), &v[i]) < 0)
+			return;
+	vm->pix = (struct xb_pix){ v[0], v[1], v[3], v[2], v[4], v[2] < 64 && v[4] < 64 };
+}
+
+int xb_vm_attach(struct xb_vm *vm, pid_t pid)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->pid = pid;
+	snprintf(vm->otp, sizeof(vm->otp), "%s", "");
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return xb_fail("no such process: PID %d does not exist; find the VM with "
+			       "`pgrep -a beam.smp`", (int)pid);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(path, vm->exe, sizeof(vm->exe) - 1);
+	if (n < 0) {
+		if (errno == EACCES || errno == EPERM)
+			return perm_error(pid, "the executable");
+		if (errno == ENOENT)
+			return xb_fail("PID %d is a kernel thread or has exited, not a BEAM VM; "
+				       "pass the PID of beam.smp (`pgrep -a beam.smp`)", (int)pid);
+		return xb_fail("cannot read %s: %m", path);
+	}
+	vm->exe[n] = 0;
+	const char *base = strrchr(vm->exe, '/');
+	base = base ? base + 1 : vm->exe;
+
+	if (xb_remote_open(&vm->mem, pid) < 0) {
+		if (errno == EACCES || errno == EPERM)
+			return perm_error(pid, "the memory map");
+		return -1;
+	}
+	if (xb_symbols_open(&vm->syms, pid, &vm->mem.maps) < 0)
+		return -1;
+	vm->beam = xb_symbols_module(&vm->syms, vm->exe);
+	bool looks_beam = strncmp(base, "beam", 4) == 0;
+	if (vm->beam && !looks_beam)
+		looks_beam = sym(vm, "enif_make_atom") && sym(vm, "driver_alloc");
+	if (!vm->beam || !looks_beam)
+		return xb_fail("PID %d is not a BEAM VM: its executable is %s; pass the PID of the "
+			       "Erlang VM (beam.smp; `pgrep -a beam.smp` lists them)",
+			       (int)pid, vm->exe);
+
+	/* Can we actually read its memory?  (ptrace access mode check) */
+	uint64_t probe;
+	if (process_vm_readv(pid, &(struct iovec){ &probe, 8 }, 1,
+			     &(struct iovec){ (void *)(uintptr_t)vm->beam->low, 8 }, 1, 0) != 8) {
+		if (errno == EPERM || errno == EACCES)
+			return perm_error(pid, "the memory");
+		if (errno == ESRCH)
+			return xb_fail("process %d exited while attaching", (int)pid);
+		return xb_fail("process_vm_readv on process %d failed: %m", (int)pid);
+	}
+
+	erts_from_path(vm->exe, vm->erts, sizeof(vm->erts));
+	root_from_cmdline(pid, vm->root, sizeof(vm->root));
+	if (vm->root[0])
+		otp_from_root(vm);
+
+	vm->debug = xb_symbols_debug_level(&vm->syms, vm->beam, &vm->dwarf, &vm->dwarf_bias);
+	vm->flavor = flavor_from_maps(&vm->mem.maps);
+	if (sym(vm, "__jit_debug_descriptor"))
+		vm->flavor = XB_FLAVOR_JIT;
+	if (!vm->erts[0])
+		return xb_fail("cannot tell the erts version of PID %d (%s): its path has no "
+			       "erts-VERSION directory and -root has no releases/start_erl.data",
+			       (int)pid, vm->exe);
+	if (pick_table(vm) < 0)
+		return -1;
+	if (vm->off[XB_F_PROC_SIZE] == XB_NOFIELD)
+		return xb_fail("release table for erts %s lacks struct process; regenerate it", vm->erts);
+	resolve_symbols(vm);
+	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab ||
+	    (vm->flavor == XB_FLAVOR_JIT && !vm->sym.jit_desc)) {
+		int nth[3];
+		xb_vm_count_sched_threads(vm, nth);
+		xb_vm_discover(vm, nth[0], nth[1], nth[2]);
+	}
+	read_pix(vm);
+	return 0;
+}
+
+bool xb_vm_alive(struct xb_vm *vm)
+{
+	if (vm->mem.gone)
+		return false;
+	uint64_t now = xb_now_ns();
+	if (now - vm->alive_checked_ns < 50ull * 1000 * 1000)
+		return true;
+	vm->alive_checked_ns = now;
+	if (kill(vm->pid, 0) < 0 && errno == ESRCH) {
+		vm->mem.gone = true;
+		return false;
+	}
+	/* A zombie has no memory left to read. */
+	char path[64], *st;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)vm->pid);
+	if ((st = xb_slurp(path, NULL))) {
+		char *p = strrchr(st, ')');
+		bool zombie = p && (p[2] == 'Z' || p[2] == 'X');
+		free(st);
+		if (zombie) {
+			vm->mem.gone = true;
+			return false;
+		}
+	}
+	return true;
+}
+
+void xb_vm_detach(struct xb_vm *vm)
+{
+	xb_vm_atoms_free(vm);
+	xb_symbols_close(&vm->syms);
+	xb_remote_close(&vm->mem);
+}

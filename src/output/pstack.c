@@ -1,0 +1,256 @@
+/* pstack.c - --pstack: one mixed native + Erlang stack per scheduler,
+ * the best one seen while sampling (up to --pstack-wait). */
+#define _GNU_SOURCE
+#include "xb/outputs.h"
+#include "xb/common.h"
+#include "xb/names.h"
+#include "xb/session.h"
+#include "xb/writers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct entry {
+	bool have;
+	struct xb_estack es;
+	struct xb_unwind uw;
+	const struct xb_code *jit_here;
+};
+
+struct pstack_sink {
+	struct xb_sink k;
+	struct xb_pstack_opts o;
+	struct entry *v; /* by sampler thread index */
+	size_t n;
+};
+
+/* The best sample of each scheduler: one running Erlang code with its
+ * whole stack, else one with only the innermost function, else one whose
+ * process could not be read (mid-GC it may not). */
+static int rank(const struct xb_estack *es)
+{
+	if (es->status != XB_ES_OK)
+		return 0;
+	if (!es->n)
+		return 1;
+	return es->partial ? 2 : 3;
+}
+
+static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample *rs)
+{
+	struct pstack_sink *ps = (struct pstack_sink *)k;
+	size_t i = (size_t)rs->s->thread;
+	if (i >= ps->n) {
+		size_t n = s->smp.nthreads > i ? s->smp.nthreads : i + 1;
+		struct entry *v = realloc(ps->v, n * sizeof(*v));
+		if (!v)
+			return;
+		memset(v + ps->n, 0, (n - ps->n) * sizeof(*v));
+		ps->v = v;
+		ps->n = n;
+	}
+	struct entry *e = &ps->v[i];
+	if (rank(rs->es) > (e->have ? rank(&e->es) : -1)) {
+		e->have = true;
+		e->es = *rs->es;
+		e->uw = *rs->uw;
+		e->jit_here = xb_frames_jit_here(&s->fr, rs->uw);
+	}
+}
+
+/* Done early once every scheduler has shown a process. */
+static bool done(struct xb_sink *k, struct xb_session *s)
+{
+	struct pstack_sink *ps = (struct pstack_sink *)k;
+	size_t ns = 0;
+	for (size_t i = 0; i < s->smp.nthreads; i++) {
+		if (s->smp.threads[i].kind != 's')
+			continue;
+		ns++;
+		if (i >= ps->n || !ps->v[i].have || ps->v[i].es.status != XB_ES_OK)
+			return false;
+	}
+	return ns > 0;
+}
+
+/* The code map CODE belongs to: the session's, or one retired since
+ * (--pstack keeps them until it prints). */
+static struct xb_codemap *owner(struct xb_session *s, const struct xb_code *code)
+{
+	if (code >= s->cm.v && code < s->cm.v + s->cm.n)
+		return &s->cm;
+	for (size_t i = 0; i < s->es.nretired; i++) {
+		struct xb_codemap *m = s->es.retired[i];
+		if (code >= m->v && code < m->v + m->n)
+			return m;
+	}
+	return NULL;
+}
+
+/* Erlang frame J of ES as printed: its name, and with --lines its source
+ * location; cleaned for the terminal. */
+static const char *erlang_frame(struct xb_session *s, const struct xb_estack *es, unsigned j, char *out,
+				size_t len)
+{
+	char nb[1200], text[1400];
+	const char *name = xb_frames_code_name(&s->fr, es->frames[j], nb, sizeof(nb)), *file;
+	uint32_t line;
+	struct xb_codemap *m = s->fr.lines ? owner(s, es->frames[j]) : NULL;
+	if (m && xb_codemap_line(&s->vm, m, es->frames[j], xb_frames_line_addr(es, j), &file, &line) == 0) {
+		snprintf(text, sizeof(text), "%s (%s:%u)", name, file, (unsigned)line);
+		name = text;
+	}
+	return xb_text_clean(name, false, out, len);
+}
+
+/* Native frames, then the JIT code they were called from (if not an
+ * Erlang function); returns the next frame number. */
+static unsigned print_native(struct xb_session *s, FILE *f, const struct xb_unwind *uw,
+			     const struct xb_code *jit_here)
+{
+	char name[512], tag[300], c1[512], c2[300];
+	unsigned k = 0;
+	for (; k < uw->n; k++) {
+		xb_frames_native_name(&s->fr, uw->pcs[k], uw->activation[k], name, sizeof(name), tag, sizeof(tag));
+		fprintf(f, "  #%-3u 0x%016llx %s %s\n", k, (unsigned long long)uw->pcs[k],
+			xb_text_clean(name, false, c1, sizeof(c1)), xb_text_clean(tag, false, c2, sizeof(c2)));
+	}
+	if (jit_here)
+		fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k++, (unsigned long long)uw->erlang_pc,
+			xb_text_clean(xb_frames_code_name(&s->fr, jit_here, name, sizeof(name)), false, c1,
+				      sizeof(c1)));
+	return k;
+}
+
+/* The rest of a "scheduler N (tid T): " line for a scheduler running a
+ * process: who, then its frames innermost first.  A dirty scheduler's
+ * native stack ends at its thread's root; the Erlang stack after it is the
+ * process's, suspended while the dirty scheduler works for it. */
+static void print_running(struct xb_session *s, FILE *f, const struct entry *e, bool dirty)
+{
+	const struct xb_estack *es = &e->es;
+	char c1[1400], rb[300];
+	const char *reg = s->fr.erlang_names ? es->regname : xb_elixir_atom(es->regname, rb, sizeof(rb));
+	fprintf(f, "process %s%s%s\n", es->pid, es->regname[0] ? " " : "",
+		xb_text_clean(reg, false, c1, sizeof(c1)));
+	unsigned k = print_native(s, f, &e->uw, e->jit_here);
+	if (dirty && es->n)
+		fprintf(f, "  -- the Erlang stack of %s, which waits for this scheduler:\n", es->pid);
+	for (unsigned j = 0; j < es->n; j++, k++)
+		fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k, (unsigned long long)es->addrs[j],
+			erlang_frame(s, es, j, c1, sizeof(c1)));
+	if (es->truncated)
+		fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
+	if (es->partial)
+		fprintf(f, "  ... %s: the stack moved before it could be read\n", XB_CALLERS_UNKNOWN);
+}
+
+/* Where an idle scheduler waits: its blocked system call's stack pointer
+ * and pc (/proc/PID/task/TID/syscall), unwound from the live stack. */
+static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)s->vm.pid, (int)tid);
+	char *sc = xb_slurp(path, NULL);
+	unsigned long long sp = 0, pc = 0;
+	char *p = sc ? strrchr(sc, ' ') : NULL;
+	if (p && sscanf(p, " %llx", &pc) == 1) {
+		*p = 0;
+		char *q = strrchr(sc, ' ');
+		if (q)
+			sscanf(q, " %llx", &sp);
+	}
+	free(sc);
+	if (!sp || !pc) {
+		fprintf(f, "  (waiting stack not available)\n");
+		return;
+	}
+	struct xb_unwind uw;
+	xb_unwind_blocked(&s->uw, tid, sp, pc, &uw);
+	print_native(s, f, &uw, NULL);
+	if (uw.stop == XB_UW_REACHED_ERLANG)
+		fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n, (unsigned long long)uw.erlang_pc);
+}
+
+static int write_pstack(struct xb_sink *k, struct xb_session *s, FILE *f)
+{
+	struct pstack_sink *ps = (struct pstack_sink *)k;
+	size_t nsched = 0;
+	for (size_t i = 0; i < s->smp.nthreads; i++)
+		nsched += s->smp.threads[i].kind == 's';
+	for (int no = 1; no <= (int)nsched; no++) {
+		for (size_t i = 0; i < s->smp.nthreads; i++) {
+			struct xb_thread *t = &s->smp.threads[i];
+			if (t->kind != 's' || t->sched_no != no)
+				continue;
+			struct entry *e = i < ps->n ? &ps->v[i] : NULL;
+			if (!e || !e->have || e->es.status != XB_ES_OK) {
+				/* Never seen running a process: idle.  OTP 29 schedulers
+				 * spin in scheduler_wait() before sleeping, so one may
+				 * have been sampled in scheduler code: idle too. */
+				bool spun = e && e->have;
+				fprintf(f, "scheduler %d (tid %d): idle%s\n", no, (int)t->tid,
+					spun ? " (in scheduler code, no process)" : "");
+				if (!ps->o.idle_stacks)
+					continue;
+				if (spun)
+					print_native(s, f, &e->uw, e->jit_here);
+				else
+					print_waiting(s, f, t->tid);
+				continue;
+			}
+			fprintf(f, "scheduler %d (tid %d): ", no, (int)t->tid);
+			print_running(s, f, e, false);
+		}
+	}
+	/* Dirty schedulers: only those seen working for a process (most
+	 * of them sleep most of the time), then how many were not. */
+	static const struct {
+		char kind;
+		const char *name;
+	} dirty_kinds[] = { { 'c', "dirty CPU" }, { 'i', "dirty I/O" } };
+	for (size_t d = 0; d < XB_ARRAY_SIZE(dirty_kinds); d++) {
+		int total = 0, busy = 0;
+		for (size_t i = 0; i < s->smp.nthreads; i++) {
+			struct xb_thread *t = &s->smp.threads[i];
+			if (t->kind != dirty_kinds[d].kind)
+				continue;
+			total++;
+			struct entry *e = i < ps->n ? &ps->v[i] : NULL;
+			if (!e || !e->have || e->es.status != XB_ES_OK || !e->es.n)
+				continue;
+			busy++;
+			fprintf(f, "%s scheduler %d (tid %d): ", dirty_kinds[d].name, t->sched_no, (int)t->tid);
+			print_running(s, f, e, true);
+		}
+		if (total > busy)
+			fprintf(f, "%s schedulers: %d of %d not seen working for a process\n",
+				dirty_kinds[d].name, total - busy, total);
+	}
+	return 0;
+}
+
+static void free_sink(struct xb_sink *k)
+{
+	struct pstack_sink *ps = (struct pstack_sink *)k;
+	free(ps->v);
+	free(ps);
+}
+
+static const struct xb_sink_ops pstack_ops = {
+	.name = "pstack",
+	.add = add,
+	.done = done,
+	.write = write_pstack,
+	.free = free_sink,
+};
+
+struct xb_sink *xb_pstack_sink_new(const struct xb_pstack_opts *o)
+{
+	struct pstack_sink *ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return NULL;
+	ps->k.ops = &pstack_ops;
+	ps->o = *o;
+	return &ps->k;
+}

@@ -1,0 +1,544 @@
+/* session.c - attach, sample, resolve, hand to the sinks. */
+#define _GNU_SOURCE
+#include "xb/session.h"
+#include "xb/bpf_capture.h"
+#include "xb/common.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+/* ---- skid histogram ---- */
+
+static size_t skid_bucket(uint64_t us)
+{
+	if (us < 8)
+		return (size_t)us;
+	unsigned lg = 63u - (unsigned)__builtin_clzll(us); /* >= 3 */
+	size_t b = (size_t)(lg - 2) * 8 + (size_t)((us >> (lg - 3)) & 7);
+	return b < XB_SKID_BUCKETS ? b : XB_SKID_BUCKETS - 1;
+}
+
+/* Largest value of bucket B. */
+static uint64_t skid_bucket_top(size_t b)
+{
+	if (b < 8)
+		return b;
+	unsigned lg = (unsigned)(b / 8) + 2;
+	uint64_t sub = b % 8;
+	return ((8 + sub + 1) << (lg - 3)) - 1;
+}
+
+void xb_skid_add(struct xb_skid *h, uint64_t us)
+{
+	h->n++;
+	if (us > h->max_us)
+		h->max_us = us;
+	h->bucket[skid_bucket(us)]++;
+}
+
+uint64_t xb_skid_percentile(const struct xb_skid *h, double p)
+{
+	if (!h->n)
+		return 0;
+	uint64_t rank = (uint64_t)((p / 100.0) * (double)(h->n - 1) + 0.5) + 1, seen = 0;
+	for (size_t b = 0; b < XB_SKID_BUCKETS; b++) {
+		seen += h->bucket[b];
+		if (seen >= rank) {
+			uint64_t top = skid_bucket_top(b);
+			return top < h->max_us ? top : h->max_us;
+		}
+	}
+	return h->max_us;
+}
+
+/* ---- attach and start ---- */
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static double now_s(void)
+{
+	return (double)xb_now_ns() / 1e9;
+}
+
+int xb_session_attach(struct xb_session *s, pid_t pid)
+{
+	memset(s, 0, sizeof(*s));
+	s->cpu_before_s = cpu_s();
+	int rc = xb_vm_attach(&s->vm, pid);
+	s->attached = true; /* detach frees what attach took, even on failure */
+	return rc;
+}
+
+static char thread_kind(const void *vm, const char *comm, int *no)
+{
+	return xb_vm_thread_kind(vm, comm, no);
+}
+
+/* The drain loop must get the CPU soon after samples arrive even when the
+ * machine is saturated (that is when production boxes are profiled), or
+ * the live reads come late and stacks move on: SCHED_FIFO at the lowest
+ * real-time priority, as `perf record --realtime` offers.  It sleeps in
+ * epoll between drains and its work per drain is bounded by what the
+ * rings hold; the kernel's RT throttling (sched_rt_runtime_us) bounds it
+ * in any case.  Without CAP_SYS_NICE, a higher nice level; else as is. */
+static void raise_priority(struct xb_session *s)
+{
+	s->priority_name = "normal";
+	if (!s->o.realtime) {
+		s->priority_name = "normal (--no-realtime)";
+		return;
+	}
+	struct sched_param sp = { .sched_priority = 1 };
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) {
+		s->priority_name = "SCHED_FIFO 1";
+		return;
+	}
+	if (setpriority(PRIO_PROCESS, 0, -10) == 0)
+		s->priority_name = "nice -10 (no CAP_SYS_NICE for SCHED_FIFO)";
+}
+
+/* The address of thread T's scheduler's current_process (0 for other
+ * threads), for the BPF program to read at the moment of a sample. */
+static uint64_t current_process_slot(struct xb_session *s, const struct xb_thread *t)
+{
+	uint64_t esdp;
+	int64_t off = xb_off(&s->vm, XB_F_SCHED_CURRENT_PROCESS);
+	if (t->sched_no <= 0 || off < 0)
+		return 0;
+	int r = t->kind == 's' ? xb_vm_sched_data(&s->vm, t->sched_no, &esdp)
+		: t->kind == 'c' || t->kind == 'i' ? xb_vm_dirty_sched_data(&s->vm, t->kind, t->sched_no, &esdp)
+						   : -1;
+	return r < 0 ? 0 : esdp + (uint64_t)off;
+}
+
+static int attach_thread(void *arg, int fd, const struct xb_thread *t)
+{
+	struct xb_session *s = arg;
+	return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
+}
+
+/* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
+static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
+{
+	struct xb_vm *vm = &s->vm;
+	if (o->include_kernel)
+		return xb_fail("--include-kernel samples kernel frames, which only the perf path records");
+	/* The process struct up to the last field the stack walk reads
+	 * (erlstack.c read_proc), not all of it. */
+	static const enum xb_field proc_fields[] = { XB_F_PROC_ID, XB_F_PROC_REG, XB_F_PROC_HTOP,
+						     XB_F_PROC_STOP, XB_F_PROC_HEAP, XB_F_PROC_HEND,
+						     XB_F_PROC_FCALLS, XB_F_PROC_I, XB_F_PROC_CURRENT };
+	int64_t hi = 0;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(proc_fields); i++)
+		if (xb_off(vm, proc_fields[i]) + 8 > hi)
+			hi = xb_off(vm, proc_fields[i]) + 8;
+	int64_t size = xb_off(vm, XB_F_PROC_SIZE);
+	if (size > 0 && hi > size)
+		hi = size;
+	if (hi <= 0 || hi > 1024 || xb_off(vm, XB_F_PROC_HEAP) < 0 || xb_off(vm, XB_F_PROC_HEND) < 0 ||
+	    xb_off(vm, XB_F_PROC_STOP) < 0)
+		return xb_fail("the release table lacks the process fields BPF capture copies");
+	bool emu = vm->flavor == XB_FLAVOR_EMU;
+	struct xb_bpf_cfg cfg = {
+		.proc_size = (uint32_t)hi,
+		.off_heap = (int32_t)xb_off(vm, XB_F_PROC_HEAP),
+		.off_hend = (int32_t)xb_off(vm, XB_F_PROC_HEND),
+		.off_stop = (int32_t)xb_off(vm, XB_F_PROC_STOP),
+		.off_htop = (int32_t)xb_off(vm, XB_F_PROC_HTOP),
+		.ustack_max = o->user_stack,
+		.estack_max = XB_BPF_ESTACK_BYTES,
+		.estack_margin = XB_BPF_ESTACK_MARGIN,
+		.pm_lo = emu ? vm->sym.process_main : 0,
+		.pm_hi = emu && vm->sym.process_main ? vm->sym.process_main + vm->sym.process_main_size : 0,
+		.E_reg = emu ? s->es.regs.E : -1,
+		.E_alt_reg = emu ? s->es.regs.E : s->es.regs.E_saved,
+	};
+	return xb_bpf_open(&s->bpf, &cfg);
+}
+
+int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
+{
+	s->o = *o;
+	if (xb_codemap_build(&s->vm, &s->cm, XB_CM_FOLD_PROLOGUE) < 0)
+		return xb_fail("cannot read the VM's code tables: %s", xb_err());
+	xb_estate_init(&s->es, &s->vm, &s->cm, o->max_depth);
+	s->es.want_identity = o->want_identity;
+	s->es.keep_old_maps = o->keep_old_maps;
+	if (o->force_reg[0] >= 0)
+		s->es.regs.c_p = o->force_reg[0];
+	if (o->force_reg[1] >= 0)
+		s->es.regs.E = o->force_reg[1];
+	if (o->force_reg[2] >= 0)
+		s->es.regs.I = o->force_reg[2];
+	s->started = true;
+	if (xb_unwinder_init(&s->uw, &s->vm, xb_estate_is_erlang_pc, &s->es, o->max_depth) < 0)
+		return -1;
+	xb_profile_init(&s->prof);
+	xb_frames_init(&s->fr, &s->vm, &s->cm, &s->prof, o->include_kernel);
+	/* How often the rings are drained.  The interpreter's Erlang stack
+	 * is read live, so the delay from sample to read (skid) decides how
+	 * many stacks moved meanwhile: 2 ms.  The JIT's is in the sample's
+	 * own stack copy and only deep stacks are read live: 5 ms, which
+	 * halves the sampler's wakeups (most of its CPU per sample, bench/)
+	 * and stays well inside the 10 ms skid bound. */
+	s->drain_ms = s->vm.flavor == XB_FLAVOR_JIT && !o->keep_old_maps ? 5 : 2;
+	/* Capture: BPF where the kernel allows it (the whole state a stack
+	 * walk needs, copied at the moment of the sample), else perf (the
+	 * registers and user stack; the process and its stack read live a
+	 * moment later). */
+	s->capture_name = "perf";
+	s->capture_why = "--capture perf";
+	if (o->capture != XB_CAPTURE_PERF) {
+		if (open_bpf(s, o) == 0) {
+			s->capture_name = "bpf";
+			s->capture_why = NULL;
+		} else if (o->capture == XB_CAPTURE_BPF) {
+			return xb_fail("--capture bpf: %s", xb_err());
+		} else {
+			snprintf(s->capture_msg, sizeof(s->capture_msg), "BPF not used: %s", xb_err());
+			s->capture_why = s->capture_msg;
+		}
+	}
+	/* How samples are read: the rings are drained on a timer (every 2 ms
+	 * from an interpreter, 5 ms from a JIT, 10 ms with BPF capture,
+	 * whose state is already captured), not woken per sample.  Woken per
+	 * sample, the perf path would read a process's stack sooner, but the
+	 * sampler would preempt the sampled thread right after each of its
+	 * samples, and on a busy machine that moves where later samples land:
+	 * a 75/25 split measured 64/36 that way, 74/26 on a timer (see
+	 * README, "Skid").  --wakeup N asks for it anyway. */
+	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
+	if (s->bpf)
+		s->drain_ms = 10;
+	s->wakeup = wakeup;
+	struct xb_sampler_opts so = { .freq = o->freq, .period = o->period, .stack_bytes = o->user_stack,
+				      .include_kernel = o->include_kernel, .force_software = o->software_event,
+				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
+				      .bpf = s->bpf != NULL, .attach = s->bpf ? attach_thread : NULL,
+				      .attach_arg = s };
+	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
+		return -1;
+	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
+				&(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0)
+		return xb_fail("epoll_ctl: %s", strerror(errno));
+	raise_priority(s);
+	return 0;
+}
+
+void xb_session_add_sink(struct xb_session *s, struct xb_sink *k)
+{
+	if (s->nsinks < XB_ARRAY_SIZE(s->sinks))
+		s->sinks[s->nsinks++] = k;
+}
+
+/* ---- one sample ---- */
+
+static void on_sample(const struct xb_sample *smp, void *arg);
+
+/* The sampler's index of thread TID (BPF records carry the tid only):
+ * an open-addressing map, rebuilt when the sampler has new threads. */
+static int thread_index(struct xb_session *s, pid_t tid)
+{
+	if (s->tidmap_n != s->smp.nthreads) {
+		size_t cap = 64;
+		while (cap < s->smp.nthreads * 2)
+			cap *= 2;
+		int32_t *m = malloc(cap * sizeof(*m));
+		if (!m)
+			return -1;
+		for (size_t i = 0; i < cap; i++)
+			m[i] = -1;
+		for (size_t i = 0; i < s->smp.nthreads; i++) {
+			if (s->smp.threads[i].dead)
+				continue;
+			size_t h = ((uint32_t)s->smp.threads[i].tid * 2654435761u) & (cap - 1);
+			while (m[h] >= 0)
+				h = (h + 1) & (cap - 1);
+			m[h] = (int32_t)i;
+		}
+		free(s->tidmap);
+		s->tidmap = m;
+		s->tidmap_cap = cap;
+		s->tidmap_n = s->smp.nthreads;
+	}
+	for (size_t h = ((uint32_t)tid * 2654435761u) & (s->tidmap_cap - 1);; h = (h + 1) & (s->tidmap_cap - 1)) {
+		if (s->tidmap[h] < 0)
+			return -1;
+		if (s->smp.threads[s->tidmap[h]].tid == tid)
+			return s->tidmap[h];
+	}
+}
+
+static void on_bpf_sample(const struct xb_sample *smp, void *arg)
+{
+	struct xb_session *s = arg;
+	struct xb_sample c = *smp;
+	c.thread = thread_index(s, smp->tid);
+	on_sample(&c, s);
+}
+
+static void on_sample(const struct xb_sample *smp, void *arg)
+{
+	struct xb_session *s = arg;
+	struct xb_session_stats *st = &s->st;
+	st->received++;
+	/* New code seen by an earlier sample: rebuild the map now, before
+	 * this sample takes pointers into it (rate-limited). */
+	if (s->es.refresh_wanted)
+		xb_estate_refresh_code(&s->es, false);
+	if (!s->first_ns)
+		s->first_ns = smp->time_ns;
+	s->last_ns = smp->time_ns;
+	if (!smp->user || smp->thread < 0 || (size_t)smp->thread >= s->smp.nthreads) {
+		st->no_regs++;
+		return;
+	}
+	const struct xb_thread *t = &s->smp.threads[smp->thread];
+	struct xb_unwind uw;
+	xb_unwind_sample(&s->uw, smp, &uw);
+	if (s->uw.modules_changed != s->fr.modules_seen) {
+		/* A module reported since: pcs cached as "[unknown]" may have
+		 * a name now. */
+		s->fr.modules_seen = s->uw.modules_changed;
+		xb_frames_flush(&s->fr);
+	}
+	if (uw.stop == XB_UW_TRUNCATED) {
+		st->truncated_unwind++;
+		return;
+	}
+	struct xb_estack *es = &s->tmp_es;
+	/* Reads of the VM's memory that the sample captured are answered
+	 * from the capture (exact); the rest are read live. */
+	xb_remote_set_overlay(&s->vm.mem, smp->regions, smp->nregions);
+	xb_erlang_stack(&s->es, smp, &uw, t->kind, t->sched_no, es);
+	xb_remote_set_overlay(&s->vm.mem, NULL, 0);
+	st->depth_limited += uw.stop == XB_UW_DEPTH_LIMIT;
+	if (es->status == XB_ES_BAD) {
+		st->bad++;
+		xb_debug("drop (tid %d ip %llx): %s\n", (int)smp->tid, (unsigned long long)smp->ip, es->why);
+		if (xb_verbose >= 2) {
+			char name[512], tag[300];
+			for (unsigned k = 0; k < uw.n; k++) {
+				xb_frames_native_name(&s->fr, uw.pcs[k], uw.activation[k], name, sizeof(name), tag,
+						      sizeof(tag));
+				xb_debug("    #%u %s %s\n", k, name, tag);
+			}
+			const struct xb_code *h = xb_codemap_find(&s->cm, uw.erlang_pc - !uw.erlang_pc_exact);
+			xb_debug("    JIT/Erlang frame: %s at 0x%llx (regs valid 0x%x)\n", h ? h->name : "?", (unsigned long long)uw.erlang_pc, uw.regs_valid);
+		}
+		return;
+	}
+	if (es->status == XB_ES_STALE) {
+		xb_debug("stale (tid %d ip %llx): %s\n", (int)smp->tid, (unsigned long long)smp->ip, es->why);
+		st->stale++;
+		return;
+	}
+	if (es->status == XB_ES_OK && es->live_read && es->read_ns) {
+		uint64_t skid = es->read_ns > smp->time_ns ? es->read_ns - smp->time_ns : 0;
+		xb_skid_add(&st->skid, skid / 1000);
+		if ((double)skid > s->o.max_skid_ms * 1e6) {
+			/* Read too late to trust what was read live: keep what
+			 * the sample itself proves (its native frames and the
+			 * exact Erlang frames) and mark the rest unknown. */
+			es->n = es->nexact;
+			es->truncated = false;
+			es->partial = true;
+			es->partial_cause = XB_PARTIAL_STALE;
+			es->pid[0] = es->regname[0] = 0; /* identity was read late too */
+			s->es.partial[XB_PARTIAL_STALE]++;
+			st->downgraded_stale++;
+		}
+	} else if (es->status == XB_ES_OK || es->status == XB_ES_NO_PROCESS) {
+		st->no_live_read += !es->live_read;
+	}
+	if (smp->capture_faults)
+		st->capture_faults++;
+	if (es->partial && xb_verbose >= 2)
+		xb_debug("partial (tid %d ip %llx): %s\n", (int)smp->tid, (unsigned long long)smp->ip,
+			 es->why ? es->why : "stack moved or process switched out");
+	st->unresolved_frames += es->unresolved;
+	st->truncated_erlang += es->truncated;
+	st->processed++;
+
+	uint32_t ids[XB_MAX_FRAMES], nnative;
+	uint32_t n = xb_frames_ids(&s->fr, smp, &uw, es, ids, &nnative);
+	xb_profile_add(&s->prof, ids, n, nnative);
+	struct xb_rsample rs = { smp, t, &uw, es, ids, n, nnative };
+	for (size_t i = 0; i < s->nsinks; i++)
+		if (s->sinks[i]->ops->add)
+			s->sinks[i]->ops->add(s->sinks[i], s, &rs);
+}
+
+/* ---- the loop ---- */
+
+static bool sinks_done(struct xb_session *s)
+{
+	bool any = false;
+	for (size_t i = 0; i < s->nsinks; i++) {
+		if (!s->sinks[i]->ops->done)
+			continue;
+		if (!s->sinks[i]->ops->done(s->sinks[i], s))
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *stop)
+{
+	int rc = 0;
+	s->start_s = now_s();
+	s->start_unix_ns = xb_realtime_ns();
+	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
+	s->cpu_before_s = cpu0;
+	for (;;) {
+		bool gone = false;
+		if (xb_sampler_poll(&s->smp, s->wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
+			rc = -1;
+			break;
+		}
+		if (s->bpf && xb_bpf_consume(s->bpf, on_bpf_sample, s) < 0) {
+			rc = -1;
+			break;
+		}
+		if (stop && *stop)
+			break;
+		if (gone || !xb_vm_alive(&s->vm)) {
+			s->vm_exited = true;
+			break;
+		}
+		double now = now_s();
+		if (seconds > 0 && now - s->start_s >= seconds)
+			break;
+		if (sinks_done(s))
+			break;
+		/* A library unloaded and another mapped at its address shows
+		 * no unknown pc: look for it every 250 ms, so its samples are
+		 * not named from the old file for longer than that. */
+		if (now - last_module_check >= 0.25) {
+			last_module_check = now;
+			xb_unwinder_refresh_modules(&s->uw);
+		}
+		if (now - last_tick >= 0.1) {
+			last_tick = now;
+			for (size_t i = 0; i < s->nsinks; i++)
+				if (s->sinks[i]->ops->tick)
+					s->sinks[i]->ops->tick(s->sinks[i], s);
+		}
+		if (xb_sampler_scan_threads(&s->smp, false) < 0 && !xb_vm_alive(&s->vm)) {
+			s->vm_exited = true;
+			break;
+		}
+	}
+	s->elapsed_s = now_s() - s->start_s;
+	s->cpu_sampling_s = cpu_s() - cpu0;
+	return rc;
+}
+
+/* ---- reports ---- */
+
+/* Samples the kernel could not deliver: perf's lost records, and with BPF
+ * capture the records its ring had no room for. */
+static uint64_t lost_samples(const struct xb_session *s)
+{
+	struct xb_bpf_stats b = { 0 };
+	if (s->bpf)
+		xb_bpf_stats(s->bpf, &b);
+	return s->smp.lost + b.ring_full;
+}
+
+void xb_session_report_stats(const struct xb_session *s, FILE *f)
+{
+	const struct xb_session_stats *st = &s->st;
+	uint64_t lost = lost_samples(s);
+	const uint64_t *pc = s->es.partial;
+	uint64_t partial = pc[XB_PARTIAL_HEAP_MOVED] + pc[XB_PARTIAL_SWITCHED] + pc[XB_PARTIAL_UNREADABLE] +
+			   pc[XB_PARTIAL_STALE];
+	if (xb_verbose) {
+		fprintf(f, "erlang-sample: cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
+			   "processed sample\n",
+			s->cpu_before_s, s->cpu_sampling_s,
+			st->processed ? 1e6 * s->cpu_sampling_s / (double)st->processed : 0.0);
+		fprintf(f, "erlang-sample: %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
+			   "failed validation %llu, process moved on %llu, too stale %llu, no registers %llu, "
+			   "malformed %llu; "
+			   "lost %llu, throttled %llu; rings enlarged %llu; unresolved stack words %llu; "
+			   "code map refreshes %llu; "
+			   "stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
+			   "innermost Erlang function only %llu (heap moved %llu, process switched out %llu, "
+			   "unreadable %llu, read too late %llu); "
+			   "no live read %llu; capture %s (faults %llu); drain loop %s; "
+			   "module changes since attaching %llu\n",
+			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
+			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
+			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
+			(unsigned long long)st->no_regs, (unsigned long long)st->malformed,
+			(unsigned long long)lost, (unsigned long long)s->smp.throttled,
+			(unsigned long long)s->smp.rings_grown, (unsigned long long)st->unresolved_frames,
+			(unsigned long long)s->es.codemap_refreshes, (unsigned long long)s->uw.stack_misses,
+			(unsigned long long)st->depth_limited, (unsigned long long)partial,
+			(unsigned long long)pc[XB_PARTIAL_HEAP_MOVED], (unsigned long long)pc[XB_PARTIAL_SWITCHED],
+			(unsigned long long)pc[XB_PARTIAL_UNREADABLE], (unsigned long long)pc[XB_PARTIAL_STALE],
+			(unsigned long long)st->no_live_read, s->capture_name,
+			(unsigned long long)st->capture_faults, s->priority_name,
+			(unsigned long long)s->uw.modules_changed);
+	}
+	if (st->processed && partial * 10 > st->processed)
+		fprintf(f, "erlang-sample: note: %.0f%% of the samples name only their innermost Erlang "
+			   "function (shown under '%s'): their process garbage collected, was switched "
+			   "out or could not be read before its stack could be\n",
+			100.0 * (double)partial / (double)st->processed, XB_CALLERS_UNKNOWN);
+	if (lost && !xb_verbose)
+		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples (lower -F)\n",
+			(unsigned long long)lost);
+}
+
+void xb_session_report_skid(const struct xb_session *s, FILE *f)
+{
+	const struct xb_session_stats *st = &s->st;
+	const struct xb_skid *h = &st->skid;
+	fprintf(f, "skid (sample -> VM memory read, us): p50 %llu  p90 %llu  p99 %llu  max %llu  "
+		   "(%llu samples); discarded as too stale (> %.1f ms): %llu\n",
+		(unsigned long long)xb_skid_percentile(h, 50), (unsigned long long)xb_skid_percentile(h, 90),
+		(unsigned long long)xb_skid_percentile(h, 99), (unsigned long long)h->max_us,
+		(unsigned long long)h->n, s->o.max_skid_ms, (unsigned long long)(st->stale + st->too_stale));
+	fprintf(f, "capture %s: %llu of %llu processed samples needed no live read; %llu read live "
+		   "later than %.1f ms kept only the frames the sample proves\n",
+		s->capture_name, (unsigned long long)st->no_live_read, (unsigned long long)st->processed,
+		(unsigned long long)st->downgraded_stale, s->o.max_skid_ms);
+}
+
+void xb_session_close(struct xb_session *s)
+{
+	for (size_t i = 0; i < s->nsinks; i++)
+		if (s->sinks[i]->ops->free)
+			s->sinks[i]->ops->free(s->sinks[i]);
+	s->nsinks = 0;
+	if (s->started) {
+		xb_sampler_close(&s->smp);
+		if (s->bpf)
+			xb_bpf_close(s->bpf);
+		s->bpf = NULL;
+		free(s->tidmap);
+		s->tidmap = NULL;
+		xb_frames_free(&s->fr);
+		xb_profile_free(&s->prof);
+		xb_codemap_free(&s->cm);
+		xb_estate_free(&s->es);
+		s->started = false;
+	}
+	if (s->attached) {
+		xb_vm_detach(&s->vm);
+		s->attached = false;
+	}
+}

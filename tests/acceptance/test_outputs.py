@@ -1,0 +1,257 @@
+"""erlang-sample's outputs against real VMs (issue 10): every format of the
+same workload tells the same story, read by its real consumer (speedscope's
+schema, go tool pprof, headless Chromium); --blame in stack formats; bad
+output paths and formats fail cleanly and leave nothing behind.
+(tests/acceptance/test_formats.py checks the writers on synthetic
+profiles in more depth.)"""
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_formats import (check_svg_file, go_pprof, load_speedscope, pprof_top,  # noqa: E402
+                          pprof_traces, speedscope_validator, stacks_of, start_chromium, validate)
+from xbtest import VM, check, log, per_vm, run_cmd, run_tool, timeout, tmpdir, tool_path  # noqa: E402
+
+TOOL = "erlang-sample"
+CHAIN = ["xb_deep:a/1", "xb_deep:b/1", "xb_deep:c/1", "xb_deep:d/1", "xb_deep:leaf/1"]
+LEAF = "xb_deep:leaf/1"
+
+
+def has_chain(frames):
+    """frames root first: does it hold CHAIN in order, ending at the leaf?"""
+    for i in range(len(frames) - len(CHAIN) + 1):
+        if frames[i:i + len(CHAIN)] == CHAIN:
+            return True
+    return False
+
+
+def pprof_seconds(text):
+    """go tool pprof's "1.63s", "2.01ms", "300us", "20ns" in seconds."""
+    m = re.match(r"^([\d.]+)(s|ms|us|µs|ns)$", text)
+    check(m, "not a pprof duration: %r" % text)
+    return float(m.group(1)) * {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}[m.group(2)]
+
+
+def run_ok(vm, *args, timeout_s=60):
+    r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout_s)
+    check(r.rc == 0 and not r.timed_out, "erlang-sample %s: exit %s" % (" ".join(args), r.rc),
+          r.describe())
+    return r
+
+
+def folded_stacks(path):
+    out = []
+    for line in open(path, encoding="utf-8"):
+        frames, n = line.rstrip("\n").rsplit(" ", 1)
+        out.append((frames.split(";"), int(n)))
+    return out
+
+
+def chain_stats(stacks):
+    """(samples, samples in LEAF, of those with the whole chain) of
+    [(frames root first, count)]."""
+    total = sum(n for _, n in stacks)
+    leaf = sum(n for f, n in stacks if f and f[-1] == LEAF)
+    whole = sum(n for f, n in stacks if f and f[-1] == LEAF and has_chain(f))
+    return total, leaf, whole
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf", "otp25-jit-dwarf"])
+@timeout(180)
+def test_deep_chain_in_every_format(target):
+    """One run, five outputs (-o repeated: the table, folded, flamegraph,
+    speedscope, pprof of the same samples): a->b->c->d->leaf in order on
+    >= 80 % of the leaf's samples in each stack format, and the leaf's
+    share the same in all five within 1 point."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        time.sleep(0.5)
+        d = tmpdir()
+        files = {fmt: os.path.join(d, "deep." + ext) for fmt, ext in
+                 (("table", "table"), ("folded", "folded"), ("speedscope", "speedscope.json"),
+                  ("pprof", "pb.gz"), ("flamegraph", "svg"))}
+        args = ["-d", "4", "-t", "1000"]
+        for f in files.values():
+            args += ["-o", f]
+        run_ok(vm, *args)
+        shares = {}
+        # table
+        text = open(files["table"]).read()
+        total = leaf = 0
+        for line in text.splitlines()[1:]:
+            m = re.match(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$", line)
+            check(m, "unparseable table row %r" % line, text)
+            total += int(m.group(1))
+            leaf += int(m.group(1)) if m.group(2) == LEAF else 0
+        m = re.match(r"processed (\d+)/", text)
+        check(m and int(m.group(1)) == total and total >= 500, "table rows do not add up", text)
+        shares["table"] = 100.0 * leaf / total
+        # folded
+        total, leaf, whole = chain_stats(folded_stacks(files["folded"]))
+        check(whole >= 0.8 * leaf and leaf > 0, "folded: %d of %d leaf samples carry the chain"
+              % (whole, leaf))
+        shares["folded"] = 100.0 * leaf / total
+        # speedscope, validated against speedscope's schema
+        doc = load_speedscope(files["speedscope"])
+        validate(speedscope_validator(), doc, files["speedscope"])
+        st = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+        total, leaf, whole = chain_stats(st)
+        check(whole >= 0.8 * leaf and leaf > 0, "speedscope: %d of %d leaf samples carry the chain"
+              % (whole, leaf))
+        shares["speedscope"] = 100.0 * leaf / total
+        # pprof, read by go tool pprof
+        rows, out = pprof_top(files["pprof"], 20)
+        flat = {name: pct for name, pct, _ in rows}
+        check(LEAF in flat, "go tool pprof -top has no %s" % LEAF, out)
+        shares["pprof"] = flat[LEAF]
+        traces, tout = pprof_traces(files["pprof"])
+        whole = leafw = 0.0
+        for c, frames in traces:  # leaf first
+            w = pprof_seconds(c)
+            if frames and frames[0] == LEAF:
+                leafw += w
+                whole += w if has_chain(list(reversed(frames))) else 0
+        check(leafw > 0 and whole >= 0.8 * leafw, "pprof: %.0f of %.0f leaf samples carry the chain"
+              % (whole, leafw), tout[:3000])
+        # flamegraph: the leaf frames' widths (their <title> carries samples and %)
+        root, _ = check_svg_file(files["flamegraph"])
+        titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
+        pcts = [float(m.group(1)) for t in titles
+                for m in [re.match(r"^xb_deep:leaf/1 \(.*?([\d.]+)%\)$", t)] if m]
+        check(pcts, "no xb_deep:leaf/1 frame in the SVG", "\n".join(titles[:30]))
+        shares["flamegraph"] = sum(pcts)
+        log("leaf share by format: " + ", ".join("%s %.2f %%" % kv for kv in shares.items()))
+        lo, hi = min(shares.values()), max(shares.values())
+        check(hi - lo <= 1.0, "the leaf's share differs by %.1f points between formats: %s"
+              % (hi - lo, shares))
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+def test_blame_gc_stacks(target):
+    """--blame erts_garbage_collect --format folded: every stack has the GC
+    function, and the workload's own function calls it (not only lists:)."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        time.sleep(0.5)
+        f = os.path.join(tmpdir(), "gc.folded")
+        run_ok(vm, "-d", "3", "--blame", "erts_garbage_collect", "--format", "folded", "-o", f)
+        stacks = folded_stacks(f)
+        total = sum(n for _, n in stacks)
+        check(total >= 100, "only %d GC samples" % total)
+        gcfn = re.compile(r"^(erts_garbage_collect\w*|global::garbage_collect)$")
+        for frames, n in stacks:
+            check(any(gcfn.match(x) for x in frames), "a stack without the GC function: %s"
+                  % ";".join(frames))
+        mine = sum(n for fr, n in stacks if "xb_gc:alloc_loop/1" in fr)
+        check(mine >= 0.5 * total, "xb_gc:alloc_loop/1 is a caller in only %d of %d GC samples"
+              % (mine, total))
+        log("%d GC samples, %d under xb_gc:alloc_loop/1" % (total, mine))
+
+
+@per_vm(only=["stock"])
+@timeout(150)
+def test_real_flamegraph_in_chromium(target):
+    """A flame graph of a real VM renders in headless Chromium with its
+    frames' names in the DOM, and the search highlights them."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(0.5)
+        f = os.path.join(tmpdir(), "split.svg")
+        run_ok(vm, "-d", "2", "-o", f)
+        check_svg_file(f)
+        driver = start_chromium(os.path.join(tmpdir(), "chromium-profile"))
+        try:
+            driver.get("file://" + f)
+            names = driver.execute_script(
+                "return Array.from(document.querySelectorAll('title')).map(t => t.textContent);")
+            check(any(n.startswith("xb_split:hot_a/1 ") for n in names),
+                  "hot_a/1 is not in the SVG's DOM", "\n".join(names[:30]))
+            res = driver.execute_script("return window.fg.search('hot_a');")
+            check(res and res["frames"] >= 1 and 50 <= res["percent"] <= 95,
+                  "search for hot_a: %r" % (res,))
+            png = driver.get_screenshot_as_png()
+            check(len(png) > 2000, "blank screenshot (%d bytes)" % len(png))
+            log("search hot_a: %r" % (res,))
+        finally:
+            driver.quit()
+
+
+@per_vm(only=["stock"])
+def test_pprof_and_table_agree(target):
+    """go tool pprof -top reads erlang-sample's profile and finds the same
+    top functions and shares as the table of the same workload."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(0.5)
+        f = os.path.join(tmpdir(), "split.pprof")
+        run_ok(vm, "-d", "4", "-o", f)
+        rows, out = pprof_top(f, 5)
+        top = {n: p for n, p, _ in rows}
+        a, b = top.get("xb_split:hot_a/1", 0), top.get("xb_split:hot_b/1", 0)
+        check(a + b > 50, "hot_a/hot_b are not pprof's top functions", out)
+        check(abs(100 * a / (a + b) - 75) <= 5, "pprof: hot_a %.1f %%, hot_b %.1f %%" % (a, b), out)
+        with gzip.open(f) as g:
+            check(len(g.read()) > 100, "the pprof file is empty")
+
+
+def leftovers(d, name):
+    return [x for x in os.listdir(d) if name in x and x != name]
+
+
+@per_vm(only=["stock"])
+def test_output_bad_input(target):
+    """Unknown format, a format the extension contradicts, an unknown
+    --blame function, a full disk, an unwritable or symlinked -o: one line,
+    non-zero exit, nothing half-written left behind."""
+    with VM(target, schedulers=1) as vm:
+        d = tmpdir()
+
+        def one_line(r, what, rc=None):
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc not in (0, None) and (rc is None or r.rc == rc), "%s: exit %s" % (what, r.rc),
+                  r.describe())
+            check(len(lines) == 1, "%s: %d lines on stderr" % (what, len(lines)), r.describe())
+            return lines[0]
+
+        r = run_tool(TOOL, "--format", "png", "-d", "1", str(vm.pid), timeout=20)
+        check("png" in one_line(r, "unknown format", 2), "does not name the format", r.err)
+        out = os.path.join(d, "x.svg")
+        r = run_tool(TOOL, "--format", "pprof", "-o", out, "-d", "1", str(vm.pid), timeout=20)
+        one_line(r, "mismatched extension", 2)
+        check(not os.path.exists(out) and not leftovers(d, "x.svg"), "a file was left behind")
+        t0 = time.monotonic()
+        r = run_tool(TOOL, "--blame", "no_such_function_xyz", "-d", "30", str(vm.pid), timeout=40)
+        msg = one_line(r, "unknown --blame function", 2)
+        check(time.monotonic() - t0 < 10, "the unknown function was found out only after sampling")
+        check("no_such_function_xyz" in msg and "OTP 25" in msg, "message does not say what and "
+              "which VM: %r" % msg)
+        r = run_tool(TOOL, "--blame", "copy_struc", "-d", "30", str(vm.pid), timeout=40)
+        msg = one_line(r, "misspelt --blame function", 2)
+        check("copy_struct_x" in msg, "no close match named: %r" % msg)
+        # a full disk: stdout is /dev/full
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([tool_path(TOOL), "-d", "0.5", str(vm.pid)], stdout=full,
+                               stderr=subprocess.PIPE, timeout=30)
+        lines = [l for l in p.stderr.decode().splitlines() if l.strip()]
+        check(p.returncode not in (0, None) and len(lines) == 1 and "No space" in lines[0],
+              "> /dev/full: exit %s, stderr %r" % (p.returncode, lines))
+        # an unwritable directory
+        r = run_tool(TOOL, "-o", os.path.join(d, "nodir", "x.txt"), "-d", "0.5", str(vm.pid), timeout=20)
+        one_line(r, "unwritable -o", 1)
+        # a symlink at the -o path: refused, its target untouched
+        victim = os.path.join(d, "victim")
+        with open(victim, "w") as v:
+            v.write("victim\n")
+        link = os.path.join(d, "out.txt")
+        os.symlink(victim, link)
+        r = run_tool(TOOL, "-o", link, "-d", "0.5", str(vm.pid), timeout=20)
+        check("link" in one_line(r, "symlinked -o", 1), "does not say it is a link", r.err)
+        check(open(victim).read() == "victim\n" and os.path.islink(link), "the symlink was followed")
+        check(not leftovers(d, "out.txt"), "a temporary file was left behind: %s" % os.listdir(d))
+        log("all refused with one line")

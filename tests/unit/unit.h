@@ -1,0 +1,29 @@
+/* unit.h - what the unit test files share (tests/unit/test_unit.c runs
+ * every case). */
+#ifndef XB_UNIT_H
+#define XB_UNIT_H
+
+#include <stdio.h>
+
+extern char fail_msg[2048];
+extern int case_failed;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond) && !case_failed) {                                   \
+			case_failed = 1;                                         \
+			int n_ = snprintf(fail_msg, sizeof(fail_msg), "line %d: ", \
+					  __LINE__);                             \
+			snprintf(fail_msg + n_, sizeof(fail_msg) - (size_t)n_,   \
+				 __VA_ARGS__);                                   \
+		}                                                                \
+	} while (0)
+
+void run_case(const char *name, void (*fn)(void));
+
+/* test_erlstack.c */
+void erlstack_cases(void);
+/* test_names.c */
+void names_cases(void);
+
+#endif
