@@ -24,9 +24,9 @@
 %%                         the term to a sink (registered `xb_receiver`,
 %%                         message_queue_data off_heap: the sender copies
 %%                         each message into a heap fragment, the sink only
-%%                         drops it) in sink_loop/3, forever; every 64
+%%                         drops it) in sink_loop/3, forever; every 1024
 %%                         messages it looks at the sink's queue and, when
-%%                         more than 2000 are waiting, sleeps 1 ms.  So its
+%%                         more than 4000 are waiting, sleeps 10 ms.  So its
 %%                         CPU time is copying (erl_send: size_object +
 %%                         copy_struct) and a short loop, in a mix that
 %%                         does not depend on how much CPU the VM or the
@@ -64,9 +64,9 @@ sink() ->
 sink_sender(R, Size) ->
     sink_loop(R, [{I, I * 2, <<"xb">>, [I]} || I <- lists:seq(1, Size)], 0).
 
-sink_loop(R, Term, N) when N band 63 =:= 0 ->
+sink_loop(R, Term, N) when N band 1023 =:= 0 ->
     case process_info(R, message_queue_len) of
-        {message_queue_len, L} when L > 2000 -> receive after 1 -> ok end;
+        {message_queue_len, L} when L > 4000 -> receive after 10 -> ok end;
         _ -> ok
     end,
     R ! {data, Term},
