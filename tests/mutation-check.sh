@@ -93,8 +93,11 @@ mutate() {
                 die "MUTATION DOES NOT APPLY: no single src/**/erlang-sample.c with main()"
             echo '#error "xb mutation: compile error"' >>"$f" ;;
         no-samples)
-            f=$(find_src '^[[:space:]]*xb_profile_add\(&c->prof, ')
-            apply_sed "$f" 1 's/^\([[:space:]]*\)xb_profile_add(&c->prof, /\1if (0) xb_profile_add(\&c->prof, /' ;;
+            # The one call that adds a resolved sample to the profile
+            # (erlang-sample.c's on_sample before the session layout,
+            # session.c's since): &c->prof or &s->prof.
+            f=$(find_src '^[[:space:]]*xb_profile_add\(&[a-z]+->prof, ')
+            apply_sed "$f" 1 's/^\([[:space:]]*\)xb_profile_add(&\([a-z]*\)->prof, /\1if (0) xb_profile_add(\&\2->prof, /' ;;
         neighbour)
             f=$(find_src '^const struct xb_code \*xb_codemap_find\(')
             apply_sed "$f" 1 '/^const struct xb_code \*xb_codemap_find(/,/^}/ s/return &cm->v\[mid\];/return mid ? \&cm->v[mid - 1] : \&cm->v[mid];/' ;;

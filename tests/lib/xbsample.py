@@ -31,9 +31,13 @@ from xbtest import check, log, run_tool, time_scale, wait_for
 TOOL = "erlang-sample"
 ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[[^\]]*\])$")
 PROCESSED = re.compile(r"^processed (\d+)/(\d+) samples \((\d+\.\d)%\)$")
-BLAME = re.compile(r"^blame (.+): (\d+) samples have it on their native stack "
+BLAME = re.compile(r"^blame (.+): (\d+) samples have it on their (?:native )?stack "
                    r"\((\d+) with no Erlang code above it\)$")
 SKID = re.compile(r"^skid \(sample -> VM memory read, us\): ")
+# --skid-summary's second line (the capture path's share of samples that
+# needed no live read).
+CAPTURE = re.compile(r"^capture (\S+): (\d+) of (\d+) processed samples needed no live read; "
+                     r"(\d+) read live later than [0-9.]+ ms kept only the frames the sample proves$")
 ERLANG_NAME = re.compile(r"^[^\[;]+:[^:;]+/\d+$")
 
 
@@ -74,6 +78,12 @@ def parse_table(text, allow_no_rows=False):
             blame = (int(b.group(2)), int(b.group(3)))
             continue
         if SKID.match(line):
+            continue
+        c = CAPTURE.match(line)
+        if c:
+            check(int(c.group(3)) == processed and int(c.group(2)) <= processed,
+                  "--skid-summary's capture line does not match the %d processed samples: %r"
+                  % (processed, line))
             continue
         bad.append(line)
     check(not bad, "%d line(s) of the table are not 'COUNT NAME PCT%% [TAG]' rows: %r"
