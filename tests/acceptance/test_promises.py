@@ -298,6 +298,7 @@ def has_pmu():
     return bool(line) and "<not supported>" not in line and "<not counted>" not in line
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock"])
 def test_event_in_use(target):
     """README: a hardware cycles event is used where a PMU exists and a
@@ -549,6 +550,7 @@ def test_interrupt_prints_results(target):
 # ---------------------------------------------------------------------------
 # options of the README's table
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock"])
 def test_top_rows(target):
     """-t N: rows to print: exactly N when more functions were sampled (and
@@ -568,6 +570,7 @@ def test_top_rows(target):
         log("%d functions sampled; -t 1, -t 3 and the default 40 respected" % len(full.rows))
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_output_file_with_the_table(target):
     """-o FILE whose extension names no format (README: the extension picks
@@ -603,6 +606,7 @@ def scheduler_cpu_s(vm):
     return total / 1e9
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_period(target):
     """--period N: sample every N events instead of a frequency.  With
@@ -725,6 +729,7 @@ def tool_wakeups(p):
     return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", text).group(1))
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_wakeup(target):
     """README: the rings are drained on a timer: every 10 ms with BPF
@@ -804,6 +809,7 @@ def test_max_skid_ms(target):
               "--skid-summary does not print the bound given", tight.out)
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock"])
 def test_pstack_wait(target):
     """--pstack waits up to --pstack-wait (1 s) for each scheduler to be
@@ -828,6 +834,7 @@ def test_pstack_wait(target):
         check(1.0 <= took <= 1.0 + 1.5 * time_scale(), "default --pstack-wait: took %.2f s" % took)
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(flavor="emu")
 def test_force_registers(target):
     """--force-c_p-register, --force-E-register, --force-I-register REG
@@ -993,6 +1000,7 @@ def test_demo_script(target):
           "the demo left its VM %s running" % pid.group(1))
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(flavor="jit", only=["stock", "otp25-jit-dwarf"])
 def test_perf_names_jit_code_with_our_map(target):
     """README: erlang-write-perf-map writes /tmp/perf-PID.map so stock perf
@@ -1096,6 +1104,7 @@ def test_row_tags(target):
         log("tags seen: %s" % ", ".join(sorted(tags)))
 
 
+@no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
 @per_vm(only=["stock"])
 def test_duration(target):
     """-d S: sample for S seconds: the run lasts S (and -v's elapsed says

@@ -20,8 +20,10 @@ Targets
     @timeout(SECONDS)
         this test's time limit (default: run.py --timeout, 120 s).
     @no_asan("why")
-        not re-run in run.py --asan's sanitizer pass (only for tests that run
-        none of our tools from the build directory under test).
+        not re-run in run.py --asan's sanitizer pass: for tests that run
+        none of our tools from the build directory under test, and for tests
+        of timing or counting semantics whose code paths other tests run
+        sanitized (the pass must stay affordable); say which in "why".
     @suite(NAME...)
         run only in these suites (e.g. "package"); others run in default
         and matrix.
