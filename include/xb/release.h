@@ -99,6 +99,13 @@ enum xb_field {
 	XB_F_LINEINFO_SIZE,
 	XB_F_LINEINFO_FILE_LENGTH,
 	XB_F_LINEINFO_FILE,
+	/* erts/emulator/beam/erl_process.h: struct process, for --by process,
+	 * --schedulers and long NIF calls (include/xb/erlstack.h, struct
+	 * xb_call_id): reds grows at every schedule-out (erts_schedule in
+	 * erl_process.c: p->reds += actual_reds); u.initial is the initial
+	 * call (ErtsCodeMFA) that process_info(P, initial_call) returns */
+	XB_F_PROC_REDS,
+	XB_F_PROC_INITIAL,
 	XB_F_COUNT
 };
 
@@ -121,6 +128,12 @@ struct xb_regroles {
 	int E;    /* Erlang stack pointer */
 	int I;    /* instruction pointer (XB_PREG_IP for the JIT: the pc itself) */
 	int E_saved; /* JIT: register holding E while in C code (rbp), or NONE */
+	/* JIT: register holding FCALLS, the reductions left (callee-saved, so
+	 * C code called from JIT code leaves it as the call found it), or
+	 * NONE (the interpreter reuses its register during NIF calls and
+	 * keeps the value in c_p->fcalls instead).  Only its low 32 bits are
+	 * the count (r14d from OTP 27). */
+	int fcalls;
 };
 
 struct xb_release_flavor {

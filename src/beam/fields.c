@@ -76,6 +76,8 @@ const struct xb_field_spec xb_field_specs[XB_F_COUNT] = {
 	F(XB_F_LINEINFO_SIZE, "line_info", "", "jit/beam_jit_metadata.cpp", 1),
 	F(XB_F_LINEINFO_FILE_LENGTH, "line_info", "file_length", "jit/beam_jit_metadata.cpp", 1),
 	F(XB_F_LINEINFO_FILE, "line_info", "file", "jit/beam_jit_metadata.cpp", 1),
+	F(XB_F_PROC_REDS, "process", "reds", "erl_process.h", 0),
+	F(XB_F_PROC_INITIAL, "process", "u.initial", "erl_process.h", 0),
 };
 
 const char *xb_field_name(enum xb_field f)

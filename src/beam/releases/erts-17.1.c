@@ -79,8 +79,10 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_LINEINFO_SIZE] = XB_NOFIELD, /* line_info size */
 			[XB_F_LINEINFO_FILE_LENGTH] = XB_NOFIELD, /* line_info.file_length */
 			[XB_F_LINEINFO_FILE] = XB_NOFIELD, /* line_info.file */
+			[XB_F_PROC_REDS] = XB_NOFIELD, /* process.reds */
+			[XB_F_PROC_INITIAL] = XB_NOFIELD, /* process.u.initial */
 		},
-		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE },
+		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
 	.jit = {
 		.off = {
@@ -151,8 +153,10 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_LINEINFO_SIZE] = 12, /* line_info size (jit/beam_jit_metadata.cpp) */
 			[XB_F_LINEINFO_FILE_LENGTH] = 8, /* line_info.file_length (jit/beam_jit_metadata.cpp) */
 			[XB_F_LINEINFO_FILE] = 10, /* line_info.file (jit/beam_jit_metadata.cpp) */
+			[XB_F_PROC_REDS] = 272, /* process.reds (erl_process.h) */
+			[XB_F_PROC_INITIAL] = 440, /* process.u.initial (erl_process.h) */
 		},
-		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP },
+		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
 	.thread_fmt = { "erts_sched_%d", "erts_dcpus_%d", "erts_dios_%d" }, /* erl_process.c */
 	.sym_ranges = "r", /* beam_ranges.c: static struct ranges r[] */
