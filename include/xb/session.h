@@ -7,6 +7,7 @@
 #ifndef XB_SESSION_H
 #define XB_SESSION_H
 
+#include "xb/by.h"
 #include "xb/codemap.h"
 #include "xb/erlstack.h"
 #include "xb/frames.h"
@@ -33,6 +34,7 @@ struct xb_session_opts {
 	bool keep_old_maps;     /* frames of earlier samples stay valid until the end */
 	enum xb_capture capture;
 	bool realtime;          /* run the drain loop at SCHED_FIFO priority when allowed */
+	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
 };
 
 /* Skid (sample -> last live read) as a histogram: memory does not grow

@@ -232,6 +232,10 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 
 	uint32_t ids[XB_MAX_FRAMES], nnative;
 	uint32_t n = xb_frames_ids(&s->fr, smp, &uw, es, ids, &nnative);
+	/* --by: the group is the outermost frame (xb_frames_ids leaves a
+	 * slot free: it keeps room for two marks and writes one). */
+	if (s->o.by != XB_BY_NONE && n < XB_MAX_FRAMES)
+		ids[n++] = xb_by_group(s->o.by, &s->prof, &s->vm, smp, t, es);
 	xb_profile_add(&s->prof, ids, n, nnative);
 	struct xb_rsample rs = { smp, t, &uw, es, ids, n, nnative };
 	for (size_t i = 0; i < s->nsinks; i++)
@@ -240,6 +244,17 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 }
 
 /* ---- the loop ---- */
+
+/* The sinks' started (STOPPED false) or stopped hooks. */
+static void sinks_window(struct xb_session *s, bool stopped)
+{
+	for (size_t i = 0; i < s->nsinks; i++) {
+		void (*hook)(struct xb_sink *, struct xb_session *) =
+			stopped ? s->sinks[i]->ops->stopped : s->sinks[i]->ops->started;
+		if (hook)
+			hook(s->sinks[i], s);
+	}
+}
 
 static bool sinks_done(struct xb_session *s)
 {
@@ -261,6 +276,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	s->start_unix_ns = xb_realtime_ns();
 	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
 	s->cpu_before_s = cpu0;
+	sinks_window(s, false);
 	for (;;) {
 		bool gone = false;
 		if (xb_sampler_poll(&s->smp, s->o.wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
@@ -298,6 +314,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	}
 	s->elapsed_s = now_s() - s->start_s;
 	s->cpu_sampling_s = cpu_s() - cpu0;
+	sinks_window(s, true);
 	return rc;
 }
 
