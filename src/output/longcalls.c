@@ -151,6 +151,9 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 		r->samples++;
 		if (r->caller == XB_LC_NONE)
 			r->caller = s->caller;
+		/* a sample whose identity was read too late has none */
+		if (!r->pid[0])
+			copy_text(r->pid, sizeof(r->pid), s->pid);
 		if (!r->name[0])
 			copy_text(r->name, sizeof(r->name), s->name);
 	} else {

@@ -318,16 +318,20 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		int by_ext = xb_format_by_extension(path);
 		enum xb_format f = fmt;
 		if (sched_mode() && by_ext >= 0) {
-			/* The scheduler report is a table or JSON: .json is JSON. */
+			/* The scheduler report is a table (.txt) or JSON (.json). */
 			size_t len = strlen(path);
 			bool json = by_ext == XB_FMT_SPEEDSCOPE && len > 5 && strcmp(path + len - 5, ".json") == 0 &&
 				    !(len > 16 && strcmp(path + len - 16, ".speedscope.json") == 0);
-			if (!json) {
+			bool txt = len > 4 && strcmp(path + len - 4, ".txt") == 0;
+			if (txt) {
+				by_ext = -1; /* --format, else the table */
+			} else if (!json) {
 				fprintf(stderr, PROG ": -o %s: --%s writes a table or JSON (.json), not %s\n", path,
 					o.schedulers ? "schedulers" : "long-calls", xb_format_names[by_ext]);
 				return 2;
+			} else {
+				by_ext = XB_FMT_JSON;
 			}
-			by_ext = XB_FMT_JSON;
 		}
 		if (by_ext >= 0 && !o.pstack && !o.check) {
 			if (o.format && by_ext != (int)fmt) {
