@@ -35,6 +35,7 @@ struct xb_session_opts {
 	enum xb_capture capture;
 	bool realtime;          /* run the drain loop at SCHED_FIFO priority when allowed */
 	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
+	unsigned drain_ms;      /* drain interval (0: the default, 2 or 5 ms) */
 };
 
 /* Skid (sample -> last live read) as a histogram: memory does not grow

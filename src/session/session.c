@@ -131,6 +131,8 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 	 * halves the sampler's wakeups (most of its CPU per sample, bench/)
 	 * and stays well inside the 10 ms skid bound. */
 	s->drain_ms = s->vm.flavor == XB_FLAVOR_JIT && !o->keep_old_maps ? 5 : 2;
+	if (o->drain_ms)
+		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
 	s->capture_name = "perf";
 	s->capture_why = o->capture == XB_CAPTURE_PERF ? "--capture perf" : "BPF capture is not built in";
 	if (o->capture == XB_CAPTURE_BPF)

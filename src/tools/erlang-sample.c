@@ -421,6 +421,11 @@ int main(int argc, char **argv)
 	o.s.force_reg[2] = o.force_reg[2];
 	o.s.want_identity = o.pstack || by == XB_BY_PROCESS || sched_mode(); /* pid and name of every process */
 	o.s.by = by;
+	/* Long calls: what is read live of a call's identity counts from the
+	 * next sample on (longcalls.h); drained every ms, a call loses about
+	 * a millisecond at its edges instead of a drain interval of 2-5 ms. */
+	if (sched_mode())
+		o.s.drain_ms = 1;
 	o.s.keep_old_maps = o.pstack; /* its captured frames live until it prints */
 	o.s.capture = strcmp(o.capture, "bpf") == 0 ? XB_CAPTURE_BPF
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;

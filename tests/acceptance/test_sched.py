@@ -312,11 +312,21 @@ def test_schedulers_busy_one_of_four(target):
               detail)
         check(abs(st["gc"] - (m.get("gc", 0) + m.get("gc_full", 0)) / awake) <= 0.05,
               "scheduler 2: gc %.3f here, %.3f by msacc" % (st["gc"], m.get("gc", 0) / awake), detail)
-        for sid in (1, 3, 4):
+        # msacc's "not sleeping" is the kernel's on a CPU or waiting for one
+        # (a scheduler woken on a loaded machine leaves msacc's sleep state
+        # only once it gets a CPU), and the idle ones are "other" to msacc
+        # (scheduling, spinning) as they are "scheduling" here.
+        for s in normal:
+            sid = int(s["scheduler"])
             m = msacc.get(("scheduler", sid), {})
             total = float(sum(m.values())) or 1.0
-            check(m.get("sleep", 0) / total >= 0.8, "msacc: scheduler %d sleeps only %.2f" % (
-                sid, m.get("sleep", 0) / total), detail)
+            awake = (total - m.get("sleep", 0)) / total
+            check(abs(s["utilization"] + s["runqueue_wait"] - awake) <= 0.10,
+                  "scheduler %d: on a CPU or waiting for one %.3f of the time, msacc awake %.3f"
+                  % (sid, s["utilization"] + s["runqueue_wait"], awake), detail)
+            if s is not hot and s["samples"] >= 5:
+                check(s["states"]["scheduling"] >= 0.5, "idle scheduler %d not mostly scheduling: %r"
+                      % (sid, s["states"]), detail)
         # the table tells the same
         row = re.search(r"^2\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%", table, re.M)
         check(row and abs(float(row.group(1)) - 100 * hot["utilization"]) < 0.11 and
@@ -427,7 +437,8 @@ def check_long_calls(doc, truth, long_pid, short_pid, what):
         real = (e - s) / 1e6
         if not (c["min_ms"] <= real + SLACK_NS / 1e6 and (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"])):
             bad.append(("bounds [%s, %s] do not hold the real %.2f ms" % (c["min_ms"], c["max_ms"], real), c))
-        if clean(truth, inside[0]):
+        # (a call cut by the start or end of sampling has no upper bound)
+        if clean(truth, inside[0]) and c["max_ms"] is not None:
             cleaned.append((c, real))
     check(not bad, "%s: %d of %d long calls wrong: %s" % (what, len(bad), len(calls), bad[:3]))
     return len(calls), cleaned, fifty

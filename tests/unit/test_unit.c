@@ -1288,6 +1288,7 @@ int main(int argc, char **argv)
 	run_case("flamegraph_escaped_deterministic", t_flamegraph_escaped);
 	run_case("pprof_round_trip", t_pprof_round_trip);
 	erlstack_cases();
+	sched_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

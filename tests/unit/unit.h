@@ -23,5 +23,7 @@ void run_case(const char *name, void (*fn)(void));
 
 /* test_erlstack.c */
 void erlstack_cases(void);
+/* test_sched.c */
+void sched_cases(void);
 
 #endif
