@@ -405,7 +405,7 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 {
 	char lib[300], lbl[64];
 	fputs("\"long_calls\":[", f);
-	for (size_t i = 0; i < ss->lc.ncalls && i < ss->o.top; i++) {
+	for (size_t i = 0; i < ss->lc.ncalls; i++) {
 		const struct xb_long_call *c = &ss->lc.calls[i];
 		const char *fname;
 		fn_parts(&s->prof, c->fn, &fname, lib, sizeof(lib));

@@ -123,7 +123,10 @@ static const struct xb_opt options[] = {
 	  "do not run the drain loop at SCHED_FIFO priority (by\n"
 	  "default it does when allowed, so that a saturated\n"
 	  "machine does not delay it)" },
-	{ "top", 't', XB_OPT_SIZE, &o.top, "N", "rows to print (default 40)", 1, 1e9, .group = "Output:" },
+	{ "top", 't', XB_OPT_SIZE, &o.top, "N",
+	  "rows to print (default 40); with --by, also groups;\n"
+	  "in --schedulers tables, long calls and migrating\n"
+	  "processes (JSON has them all)", 1, 1e9, .group = "Output:" },
 	{ "max-callchain-depth", 0, XB_OPT_UINT, &o.s.max_depth, "N",
 	  "frames kept per stack, native and Erlang each\n"
 	  "(default 128; native stacks are cut at 128 at most);\n"
@@ -151,8 +154,9 @@ static const struct xb_opt options[] = {
 	  "into place; a symbolic link there is refused); its\n"
 	  "extension picks the format: .svg, .json or\n"
 	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt\n"
-	  "(others: --format, else the table).  Repeat -o to\n"
-	  "write several formats of the same samples" },
+	  "(others: --format, else the table); with --schedulers\n"
+	  "and --long-calls: .json is JSON, .txt the table.\n"
+	  "Repeat -o to write several formats of the same samples" },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
