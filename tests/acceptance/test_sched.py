@@ -207,6 +207,25 @@ def test_by_process_ratio_in_every_format(target):
         check(groups and all(len(g[3]) <= 3 for g in groups) and
               abs(sum(g[2] for g in groups) - 100) < 0.5 + 0.01 * len(groups),
               "--by scheduler table: blocks of at most 3 rows whose shares add up to 100%", r.out)
+        # --blame by process: the blamed rows per process; in stack formats
+        # the process is the root of the blamed stacks.
+        vm.eval("xb_sched:stop()")
+        vm.eval("xb_gc:start()")
+        wait_running(vm, "xb_alloc")
+        g = "%s xb_alloc" % pid_of(vm, "xb_alloc")
+        bt, bf = os.path.join(d, "blame.table"), os.path.join(d, "blame.folded")
+        sample(vm, "-d", "3", "--by", "process", "--blame", "erts_garbage_collect", "-o", bt, "-o", bf)
+        text = open(bt).read()
+        groups = parse_grouped_table(text)
+        m = re.search(r"^blame erts_garbage_collect: (\d+) samples", text, re.M)
+        check(m and groups and groups[0][0] == g and sum(x[1] for x in groups) == int(m.group(1)),
+              "--by process --blame: the first block is not %s, or the blocks do not add up" % g, text[:3000])
+        check(any(row[1].startswith("xb_gc:") for row in groups[0][3]), "xb_alloc's block has no xb_gc row",
+              text[:3000])
+        roots = folded_roots(open(bf).read())
+        check(roots.get(g, 0) == groups[0][1], "--blame folded: %s roots %d samples, the table %d"
+              % (g, roots.get(g, 0), groups[0][1]))
+        log("--by process --blame erts_garbage_collect: %s first, %d of %s samples" % (g, groups[0][1], m.group(1)))
 
 
 def test_by_and_report_combinations_refused():
