@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")"
 
 need=""
-for p in gcc libdw-dev libelf-dev meson ninja-build pkg-config libprotobuf-c-dev protobuf-c-compiler zlib1g-dev; do
+for p in gcc clang libbpf-dev python3 libdw-dev libelf-dev libdebuginfod-dev meson ninja-build pkg-config libprotobuf-c-dev protobuf-c-compiler zlib1g-dev; do
 	dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then

@@ -10,6 +10,9 @@ Suites (which VM targets the per-VM tests run against):
               other VM in the cache); a VM that is not built is reported as
               SKIP "not built: run tests/build-vms.sh matrix".  Prints a
               table of results per VM (also with --table).
+    package   only the tests marked @suite("package"): the Debian package
+              built, installed into a clean debootstrapped root and run
+              there (slow the first time: debootstrap), against stock.
 --vm NAME (repeatable) restricts the targets to those named.
 -k SUBSTR runs only the tests whose id (e.g. "test_perfmap.test_watch[stock]"
 or "unit.atom_quote_plain") contains SUBSTR.
@@ -101,7 +104,7 @@ def describe_spec(spec):
     return ", ".join("%s=%s" % (k, v) for k, v in spec.items() if v is not None) or "any"
 
 
-def collect(mods, targets, default_timeout):
+def collect(mods, targets, default_timeout, suite="default"):
     items = []
     for mod in mods:
         fns = [(name, fn) for name, fn in vars(mod).items()
@@ -109,6 +112,8 @@ def collect(mods, targets, default_timeout):
                and fn.__module__ == mod.__name__]
         fns.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
         for name, fn in fns:
+            if suite not in getattr(fn, "xb_suites", ("default", "matrix")):
+                continue
             base = "%s.%s" % (mod.__name__, name)
             tmo = getattr(fn, "xb_timeout", default_timeout)
             spec = getattr(fn, "xb_per_vm", None)
@@ -337,7 +342,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])
-    ap.add_argument("--suite", choices=["default", "matrix"], default="default")
+    ap.add_argument("--suite", choices=["default", "matrix", "package"], default="default")
     ap.add_argument("-k", dest="ksub", metavar="SUBSTR", help="only tests whose id contains SUBSTR")
     ap.add_argument("--vm", action="append", metavar="NAME", help="restrict to this target (repeatable)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-test time limit in seconds")
@@ -353,6 +358,8 @@ def main():
         names = list(dict.fromkeys(args.vm))
     elif args.suite == "matrix":
         names = xbtest.all_targets()
+    elif args.suite == "package":
+        names = ["stock"]
     else:
         names = list(xbtest.DEFAULT_TARGETS)
     targets = [xbtest.load_target(n) for n in names]
@@ -362,7 +369,7 @@ def main():
     counts = Counts()
     try:
         mods = load_modules()
-        items = collect(mods, targets, args.timeout)
+        items = collect(mods, targets, args.timeout, args.suite)
         if args.ksub:
             items = [i for i in items if args.ksub in i.id]
         if args.list:

@@ -25,9 +25,34 @@ struct xb_code {
 	uint32_t user; /* free for the caller (erlang-sample: interned id + 1) */
 };
 
+/* One source location: code from addr on is at LINE of file FILE (an
+ * index into its module's file names); line 0 means "no location". */
+struct xb_line {
+	uint64_t addr;
+	uint32_t line, file;
+};
+
+/* A module's source lines (--lines), read on first use: the JIT's
+ * line_info records, from the module's symfile again
+ * (jit/beam_jit_metadata.cpp), or the interpreter's BeamCodeLineTab
+ * behind its code header (beam_code.h). */
+struct xb_linemod {
+	uint64_t start, end;  /* the module's code */
+	uint64_t src, srclen; /* JIT: its symfile; interpreter: the code header */
+	uint32_t seq;         /* its registration (struct xb_code.seq) */
+	int state;            /* 0 not read yet, 1 read, -1 none (no line info, unreadable) */
+	struct xb_line *v;    /* sorted by addr */
+	size_t n;
+	char **files;
+	size_t nfiles;
+};
+
 struct xb_codemap {
 	struct xb_code *v;
 	size_t n, cap;
+	struct xb_linemod *lmods; /* sorted by start */
+	size_t nlmods, caplmods;
+	uint64_t gen; /* unique per build: caches keyed by address check it */
 	/* What the map was built from, to tell when code was loaded. */
 	uint64_t stamp[3];
 	/* From the JIT's emulator record (or the VM's globals). */
@@ -59,6 +84,19 @@ int xb_codemap_add(struct xb_codemap *cm, uint64_t start, uint64_t end, const ch
  * Pure: exposed for unit tests.  Returns 0, or -1 on a malformed record. */
 int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off,
 			     const uint8_t *buf, size_t len, uint32_t seq, unsigned flags);
+
+/* The source file and line of the code at ADDR, which lies in function C
+ * of CM (a return address must be passed as the call's address, RA - 1).
+ * Reads the module's line table on first use.  Only lines of C itself are
+ * used: a module or function without line info has none (-1), never a
+ * neighbour's.  *FILE lives as long as CM. */
+int xb_codemap_line(struct xb_vm *vm, struct xb_codemap *cm, const struct xb_code *c, uint64_t addr,
+		    const char **file, uint32_t *line);
+/* Parse the line records of one JIT module symfile into LM (pure: exposed
+ * for unit tests).  0, or -1 on a malformed record. */
+int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_t len,
+				   struct xb_linemod *lm);
+void xb_linemod_free(struct xb_linemod *lm);
 
 /* Perf map text: "START SIZE NAME\n" per entry, addresses in hex. */
 int xb_perfmap_print(const struct xb_codemap *cm, FILE *f);

@@ -64,6 +64,9 @@ struct xb_estack {
 	unsigned unresolved; /* CP-looking words that named no loaded code */
 	bool truncated;
 	bool complete; /* reached beam_normal_exit */
+	bool leaf_ret; /* addrs[0] is a return address (a caller's frame, or the
+			* JIT call site of the C code sampled), not where code runs:
+			* its call is at addrs[0] - 1, as for every frame after it */
 	bool partial;  /* only the innermost function (or none): the rest could not
 			* be read, or not in time (see leaf_only in erlstack.c) */
 	enum xb_partial_cause partial_cause;

@@ -22,12 +22,18 @@ struct xb_frames {
 	struct xb_codemap *cm;  /* the current map (the session's) */
 	struct xb_profile *p;   /* names are interned here */
 	bool include_kernel;
+	bool lines;        /* --lines: Erlang frames carry their source file and line */
+	bool erlang_names; /* --erlang-names: 'Elixir.Foo':bar/1, not Foo.bar/1 */
 	struct xb_kallsyms ksyms;
 	uint64_t modules_seen;  /* unwinder's module changes when pccache was filled */
 	struct {
 		uint64_t key;
 		uint32_t id;
 	} pccache[4096];
+	struct {
+		uint64_t addr, gen; /* the call's address, the code map's generation */
+		uint32_t id;
+	} linecache[4096];
 };
 
 void xb_frames_init(struct xb_frames *fr, struct xb_vm *vm, struct xb_codemap *cm,
@@ -44,6 +50,15 @@ void xb_frames_native_name(struct xb_frames *fr, uint64_t pc, bool exact, char *
 /* The JIT code the unwinder stopped at, when it is not an Erlang function
  * (global::FRAGMENT, M::codeHeader), else NULL. */
 const struct xb_code *xb_frames_jit_here(struct xb_frames *fr, const struct xb_unwind *uw);
+
+/* The name of code entry C as every output prints it: Elixir's spelling
+ * of Elixir modules (names.h) unless --erlang-names.  Returns c->name or
+ * BUF. */
+const char *xb_frames_code_name(const struct xb_frames *fr, const struct xb_code *c, char *buf,
+				size_t len);
+/* The address whose source line frame K of ES is at: its pc, or for a
+ * caller (a return address) the call, RA - 1. */
+uint64_t xb_frames_line_addr(const struct xb_estack *es, unsigned k);
 
 /* Frame ids of a sample, innermost first: kernel, native, JIT glue (or the
  * interpreter loop when no process runs), Erlang, then marks.  *nnative

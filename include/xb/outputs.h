@@ -37,4 +37,20 @@ struct xb_pstack_opts {
 /* --pstack: one stack per scheduler, the best seen while sampling. */
 struct xb_sink *xb_pstack_sink_new(const struct xb_pstack_opts *o);
 
+struct xb_profile;
+struct xb_live_opts {
+	double interval;  /* seconds between redraws */
+	double window;    /* seconds of the recent window */
+	const char *blame;/* rows are --blame rows */
+	bool only_erlang;
+	const char *title;/* first line: tool, PID, VM */
+};
+/* --live: a top view on the terminal (stdout must be one: NULL with
+ * xb_err otherwise).  Names are interned in P (the session's profile). */
+struct xb_sink *xb_live_sink_new(const struct xb_live_opts *o, struct xb_profile *p);
+/* A one-line progress on stderr (elapsed/duration, samples, processed %)
+ * from 2 s into the run, erased at its end.  Add it only when stderr is a
+ * terminal. */
+struct xb_sink *xb_progress_sink_new(const char *prog, double duration);
+
 #endif

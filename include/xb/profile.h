@@ -52,6 +52,13 @@ void xb_profile_init(struct xb_profile *p);
 void xb_profile_free(struct xb_profile *p);
 uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *tag,
 			   enum xb_frame_kind kind);
+/* The same with a source location (--lines): frames of one function at
+ * different lines are different frames.  FILE NULL: none. */
+uint32_t xb_profile_intern_at(struct xb_profile *p, const char *name, const char *tag,
+			      enum xb_frame_kind kind, const char *file, uint32_t line);
+/* A frame as text and folded output print it: "name (file:LINE)" when it
+ * has a location, else its name.  Returns f->name or BUF. */
+const char *xb_fname_text(const struct xb_fname *f, char *buf, size_t len);
 int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative);
 
 /* One row of a flat report. */
@@ -72,8 +79,22 @@ size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struc
  * erts_garbage_collect -> erts_garbage_collect_nobump); or an fnmatch(3)
  * glob when FN has *, ? or [. */
 bool xb_blame_match(const char *fn, const char *sym);
+/* Frames --blame looks at: native functions, JIT code and Erlang
+ * functions (an Erlang FN blames its callers). */
+bool xb_blame_kind(enum xb_frame_kind k);
+/* One stack's --blame row: HIT[id] says which frame names match FN (ids
+ * past NHIT do not).  Matched at a native frame: the innermost Erlang
+ * frame; at an Erlang function: its caller; when there is none, the
+ * stack's root mark, else NONE.  False when nothing matches. */
+/* Does frame K of stack IDS (nnative native frames first) match, HIT
+ * being xb_blame_kind && xb_blame_match per frame id?  Native and JIT
+ * frames count in the native part, Erlang frames in the Erlang part. */
+bool xb_blame_at(const struct xb_profile *p, const bool *hit, size_t nhit, const uint32_t *ids,
+		 uint32_t k, uint32_t nnative);
+bool xb_blame_row(const struct xb_profile *p, const bool *hit, size_t nhit, const uint32_t *ids,
+		  uint32_t n, uint32_t nnative, uint32_t none, uint32_t *row);
 /* Rows: innermost Erlang frame above the innermost native frame matching
- * FN, or for samples with no Erlang frame a mark saying why (their root
+ * FN (or the caller of the innermost Erlang function matching FN), or for samples with no Erlang frame a mark saying why (their root
  * mark, else XB_NO_ERLANG, interned into P): the rows add up to *matched,
  * the samples whose native stack contains FN; *no_erlang of them have no
  * Erlang frame. */
@@ -81,10 +102,9 @@ size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **ro
 			uint64_t *matched, uint64_t *no_erlang);
 /* --blame in stack formats (src/profile/blame_filter.c): DST (initialised
  * here; free it with xb_profile_free) gets the whole stacks of SRC, with
- * their counts, whose native part (the first nnative frames) holds a native
- * or JIT frame that xb_blame_match(FN, name) accepts - the same samples
- * xb_profile_blame() counts.  -1 (message set, DST empty) when memory runs
- * out. */
+ * their counts, that hold a frame xb_blame_kind and xb_blame_match(FN,
+ * name) accept - the same samples xb_profile_blame() counts.  -1 (message
+ * set, DST empty) when memory runs out. */
 int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct xb_profile *dst);
 
 #endif

@@ -99,6 +99,16 @@ enum xb_field {
 	XB_F_LINEINFO_SIZE,
 	XB_F_LINEINFO_FILE_LENGTH,
 	XB_F_LINEINFO_FILE,
+	/* --lines: line_info.start_offset and line_number (JIT), and the
+	 * interpreter's line table: BeamCodeHeader.line_table ->
+	 * BeamCodeLineTab (beam_code.h) */
+	XB_F_LINEINFO_START,
+	XB_F_LINEINFO_LINE,
+	XB_F_CODEHDR_LINE_TABLE,
+	XB_F_LINETAB_FNAME_PTR,
+	XB_F_LINETAB_LOC_SIZE,
+	XB_F_LINETAB_LOC_TAB,
+	XB_F_LINETAB_FUNC_TAB,
 	/* erts/emulator/beam/erl_process.h: struct process, for --by process,
 	 * --schedulers and long NIF calls (include/xb/erlstack.h, struct
 	 * xb_call_id): reds grows at every schedule-out (erts_schedule in

@@ -59,6 +59,16 @@ struct xb_sampler_opts {
 	/* Classifies threads by name ('s', 'c', 'i', 'o'; see vm.h). */
 	char (*thread_kind)(const void *arg, const char *comm, int *no);
 	const void *thread_kind_arg;
+	/* BPF capture (bpf_capture.h): a program attached to every event
+	 * writes the samples to its own ring, so the events ask for no sample
+	 * data and get small rings, which carry only LOST/THROTTLE records
+	 * (xb_sampler_poll still counts them).  Excludes include_kernel. */
+	bool bpf;
+	/* Called once a thread's event is open (again after a re-open), with
+	 * the thread's kind and number known: e.g. xb_bpf_attach.  -1 (with
+	 * xb_fail) makes xb_sampler_open / _scan_threads fail. */
+	int (*attach)(void *arg, int fd, const struct xb_thread *t);
+	void *attach_arg;
 };
 
 struct xb_sampler {

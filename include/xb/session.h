@@ -21,12 +21,22 @@
 
 enum xb_capture { XB_CAPTURE_AUTO, XB_CAPTURE_BPF, XB_CAPTURE_PERF };
 
+/* BPF capture: how much of a process's Erlang stack is copied with each
+ * sample (from E - margin towards the stack's bottom at hend): deeper
+ * stacks have their outer frames read live, which -v counts.  16 KiB holds
+ * 2,000 frames of the usual two words, far more than the workloads seen
+ * (a broker's stacks are a few hundred bytes); the margin covers an E that
+ * may be stale (c_p->stop, in C code that did not store it). */
+#define XB_BPF_ESTACK_BYTES 16384
+#define XB_BPF_ESTACK_MARGIN 2048
+
 struct xb_session_opts {
 	unsigned freq;          /* Hz per thread (when period == 0) */
 	uint64_t period;        /* events between samples, 0 = use freq */
 	unsigned user_stack;    /* bytes of user stack copied per sample */
 	bool include_kernel, software_event;
 	unsigned wakeup;        /* samples per wakeup, 0 = drain on a timer */
+	bool wakeup_given;      /* else 0: a timer */
 	unsigned max_depth;     /* frames kept, native and Erlang each */
 	double max_skid_ms;     /* live reads later than this: only the proven part is kept */
 	int force_reg[3];       /* c_p, E, I overrides, or -1 */
@@ -56,6 +66,7 @@ struct xb_session_stats {
 	uint64_t depth_limited, unresolved_frames, truncated_erlang;
 	uint64_t no_live_read;          /* processed samples that needed no live read */
 	uint64_t downgraded_stale;      /* live reads too late: kept the proven frames only */
+	uint64_t capture_faults;        /* BPF: samples with reads the program could not make */
 	struct xb_skid skid;            /* samples that read live */
 };
 
@@ -74,6 +85,11 @@ struct xb_session {
 	size_t nsinks;
 	const char *capture_name;   /* "perf" or "bpf" */
 	const char *capture_why;    /* why not bpf, when perf */
+	char capture_msg[400];
+	struct xb_bpf *bpf;         /* the BPF capture path, when in use */
+	unsigned wakeup;            /* in use: samples per wakeup, 0 = timer */
+	int32_t *tidmap;            /* tid -> sampler thread index (BPF records) */
+	size_t tidmap_cap, tidmap_n;
 	const char *priority_name;  /* what the drain loop runs at */
 	unsigned drain_ms;
 	uint64_t first_ns, last_ns; /* first and last sample times */

@@ -43,6 +43,10 @@ struct xb_unwinder {
 	/* Modules reported to or dropped from libdwfl since we attached
 	 * (xb_unwinder_refresh_modules). */
 	uint64_t modules_changed, last_module_scan_ns;
+	/* rbx of the frame below, carried up past frames that keep it (see
+	 * take_regs in unwind.c) */
+	uint64_t rbx;
+	bool rbx_known;
 };
 
 int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,

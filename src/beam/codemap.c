@@ -80,6 +80,9 @@ void xb_codemap_free(struct xb_codemap *cm)
 	for (size_t i = 0; i < cm->n; i++)
 		free(cm->v[i].name);
 	free(cm->v);
+	for (size_t i = 0; i < cm->nlmods; i++)
+		xb_linemod_free(&cm->lmods[i]);
+	free(cm->lmods);
 	memset(cm, 0, sizeof(*cm));
 }
 
@@ -210,6 +213,29 @@ int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const ui
 	return 0;
 }
 
+static int add_linemod(struct xb_codemap *cm, uint64_t start, uint64_t end, uint64_t src,
+		       uint64_t srclen, uint32_t seq)
+{
+	if (xb_grow((void **)&cm->lmods, &cm->caplmods, cm->nlmods + 1, sizeof(*cm->lmods)) < 0)
+		return -1;
+	struct xb_linemod *lm = &cm->lmods[cm->nlmods++];
+	memset(lm, 0, sizeof(*lm));
+	lm->start = start;
+	lm->end = end;
+	lm->src = src;
+	lm->srclen = srclen;
+	lm->seq = seq;
+	return 0;
+}
+
+static int cmp_linemod(const void *a, const void *b)
+{
+	const struct xb_linemod *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 {
 	const int64_t *off = vm->off;
@@ -254,6 +280,15 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 			while (cm->n > before) /* drop what the bad record added */
 				free(cm->v[--cm->n].name);
 			cm->dropped++;
+		} else if (cm->n > before) {
+			/* Its lines are read from the symfile again if wanted. */
+			uint64_t lo = cm->v[before].start, hi = cm->v[before].end;
+			for (size_t i = before + 1; i < cm->n; i++) {
+				lo = cm->v[i].start < lo ? cm->v[i].start : lo;
+				hi = cm->v[i].end > hi ? cm->v[i].end : hi;
+			}
+			if (add_linemod(cm, lo, hi, addr, size, seq) < 0)
+				goto fail;
 		}
 	}
 	free(buf);
@@ -405,6 +440,9 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 			/* A module being loaded or purged right now: skip it. */
 			xb_debug("skipping module at 0x%llx: %s\n", (unsigned long long)s, xb_err());
 			cm->dropped++;
+		} else if (add_linemod(cm, s, e, s, e - s, 0) < 0) {
+			free(tab);
+			return -1;
 		}
 	}
 	free(tab);
@@ -416,8 +454,12 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 
 int xb_codemap_build(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 {
+	static uint64_t generation;
 	memset(cm, 0, sizeof(*cm));
+	cm->gen = ++generation;
 	int r = vm->flavor == XB_FLAVOR_JIT ? build_jit(vm, cm, flags) : build_emu(vm, cm);
+	if (r == 0 && cm->nlmods)
+		qsort(cm->lmods, cm->nlmods, sizeof(*cm->lmods), cmp_linemod);
 	if (r < 0) {
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", xb_err());
@@ -441,4 +483,367 @@ int xb_codemap_stale(struct xb_vm *vm, const struct xb_codemap *cm)
 	if (ranges_head(vm, &mods, &n, &ix) < 0)
 		return -1;
 	return ix != cm->stamp[0] || mods != cm->stamp[1] || n != cm->stamp[2];
+}
+
+/* ---- source lines (--lines) ---- */
+
+#define MAX_LINES (4u << 20)   /* line records of one module */
+#define MAX_FILES 256          /* beam_code.h: LOC_FILE is 8 bits */
+#define MAX_FILE_CHARS 1024
+
+void xb_linemod_free(struct xb_linemod *lm)
+{
+	for (size_t i = 0; i < lm->nfiles; i++)
+		free(lm->files[i]);
+	free(lm->files);
+	free(lm->v);
+	lm->files = NULL;
+	lm->v = NULL;
+	lm->n = lm->nfiles = 0;
+}
+
+static int add_file(struct xb_linemod *lm, const char *name, size_t len, uint32_t *idx)
+{
+	for (size_t i = 0; i < lm->nfiles; i++)
+		if (strlen(lm->files[i]) == len && memcmp(lm->files[i], name, len) == 0) {
+			*idx = (uint32_t)i;
+			return 0;
+		}
+	if (lm->nfiles >= MAX_FILES)
+		return xb_fail("too many source files in one module");
+	char **v = realloc(lm->files, (lm->nfiles + 1) * sizeof(*v));
+	if (!v)
+		return xb_fail("out of memory");
+	lm->files = v;
+	if (!(v[lm->nfiles] = strndup(name, len)))
+		return xb_fail("out of memory");
+	*idx = (uint32_t)lm->nfiles++;
+	return 0;
+}
+
+static int add_line(struct xb_linemod *lm, size_t *cap, uint64_t addr, uint32_t line, uint32_t file)
+{
+	if (lm->n >= MAX_LINES)
+		return xb_fail("too many line records in one module");
+	if (xb_grow((void **)&lm->v, cap, lm->n + 1, sizeof(*lm->v)) < 0)
+		return -1;
+	lm->v[lm->n++] = (struct xb_line){ addr, line, file };
+	return 0;
+}
+
+/* Sort by address, keeping the order of records at the same address, and
+ * keep the last of those: it is the one in force from there on (an empty
+ * range [a, a) names nothing in lookup_loc, beam_ranges.c). */
+static int cmp_line(const void *a, const void *b)
+{
+	const struct xb_line *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return 0;
+}
+
+struct iline {
+	struct xb_line l;
+	size_t i;
+};
+
+static int cmp_iline(const void *a, const void *b)
+{
+	const struct iline *x = a, *y = b;
+	int c = cmp_line(&x->l, &y->l);
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static void sort_lines(struct xb_linemod *lm)
+{
+	bool sorted = true;
+	for (size_t i = 1; i < lm->n && sorted; i++)
+		sorted = lm->v[i - 1].addr <= lm->v[i].addr;
+	if (!sorted) {
+		/* the index as tie-breaker keeps the order (qsort is not stable) */
+		struct iline *t = malloc(lm->n * sizeof(*t));
+		if (!t) {
+			lm->n = 0;
+			return;
+		}
+		for (size_t i = 0; i < lm->n; i++)
+			t[i] = (struct iline){ lm->v[i], i };
+		qsort(t, lm->n, sizeof(*t), cmp_iline);
+		for (size_t i = 0; i < lm->n; i++)
+			lm->v[i] = t[i].l;
+		free(t);
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < lm->n; i++) {
+		if (k && lm->v[k - 1].addr == lm->v[i].addr)
+			k--;
+		lm->v[k++] = lm->v[i];
+	}
+	lm->n = k;
+}
+
+int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_t len,
+				   struct xb_linemod *lm)
+{
+	uint32_t header, nranges;
+	uint64_t base;
+	uint16_t namelen;
+	size_t cap = 0;
+	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
+	if (off[XB_F_LINEINFO_START] < 0 || off[XB_F_LINEINFO_LINE] < 0 || off[XB_F_LINEINFO_FILE] < 0)
+		return xb_fail("this release's table has no JIT line records");
+	if (!get(buf, len, 0, &header, 4) || header != 1 ||
+	    !get(buf, len, pay + off[XB_F_MODINFO_BASE_ADDRESS], &base, 8) ||
+	    !get(buf, len, pay + off[XB_F_MODINFO_RANGE_COUNT], &nranges, 4) ||
+	    !get(buf, len, pay + off[XB_F_MODINFO_NAME_LENGTH], &namelen, 2))
+		return xb_fail("not a module record");
+	int64_t p = off[XB_F_DBGINFO_SIZE] + namelen;
+	/* The range before this one, when it is this function's
+	 * "-CodeInfoPrologue" (its entry, folded into the function). */
+	uint64_t prev_start = 0;
+	const char *prev_name = "";
+	size_t prev_nl = 0;
+	for (uint32_t i = 0; i < nranges; i++) {
+		uint32_t nlines, rstart;
+		uint16_t rnl;
+		if (!get(buf, len, p + off[XB_F_RANGEINFO_START], &rstart, 4) ||
+		    !get(buf, len, p + off[XB_F_RANGEINFO_LINE_COUNT], &nlines, 4) ||
+		    !get(buf, len, p + off[XB_F_RANGEINFO_NAME_LENGTH], &rnl, 2) ||
+		    (uint64_t)(p + off[XB_F_RANGEINFO_NAME]) + rnl > len)
+			return xb_fail("truncated range record");
+		const char *rname = (const char *)buf + p + off[XB_F_RANGEINFO_NAME];
+		size_t rnlen = strnlen(rname, rnl);
+		/* A function's first line record is its head's line, bound
+		 * before the function (at the end of the previous one, which
+		 * lists it too: register_metadata in jit/beam_jit_common.cpp
+		 * walks func_tab[i] up to the next function's start).  It
+		 * belongs to this function: move it to the function's start, so
+		 * that it names code of this function only. */
+		uint64_t fstart = base + rstart;
+		if (prev_nl == rnlen + sizeof(PROLOGUE) - 1 && memcmp(prev_name, rname, rnlen) == 0 &&
+		    memcmp(prev_name + rnlen, PROLOGUE, sizeof(PROLOGUE) - 1) == 0)
+			fstart = prev_start;
+		prev_start = base + rstart;
+		prev_name = rname;
+		prev_nl = rnlen;
+		p += off[XB_F_RANGEINFO_SIZE] + rnl;
+		for (uint32_t l = 0; l < nlines; l++) {
+			uint32_t start, line, file;
+			uint16_t fl;
+			if (!get(buf, len, p + off[XB_F_LINEINFO_START], &start, 4) ||
+			    !get(buf, len, p + off[XB_F_LINEINFO_LINE], &line, 4) ||
+			    !get(buf, len, p + off[XB_F_LINEINFO_FILE_LENGTH], &fl, 2) ||
+			    (uint64_t)(p + off[XB_F_LINEINFO_FILE]) + fl > len)
+				return xb_fail("truncated line record");
+			const char *fname = (const char *)buf + p + off[XB_F_LINEINFO_FILE];
+			size_t fnl = strnlen(fname, fl);
+			p += off[XB_F_LINEINFO_SIZE] + fl;
+			uint64_t addr = base + start;
+			if (l == 0 && addr < fstart) {
+				/* ... and the copy listed at the end of the previous
+				 * function names no code of it (alignment there) */
+				for (size_t k = lm->n; k > 0 && lm->v[k - 1].addr == addr; k--)
+					lm->v[k - 1].line = 0;
+				addr = fstart;
+			}
+			if (addr < lm->start || addr >= lm->end || fnl == 0)
+				continue; /* outside the module, or no file: not a location */
+			if (add_file(lm, fname, fnl, &file) < 0 || add_line(lm, &cap, addr, line, file) < 0)
+				return -1;
+		}
+	}
+	sort_lines(lm);
+	return 0;
+}
+
+static int jit_lines(struct xb_vm *vm, struct xb_linemod *lm)
+{
+	if (lm->srclen < 8 || lm->srclen > MAX_SYMFILE)
+		return xb_fail("implausible symfile size");
+	uint8_t *buf = malloc(lm->srclen);
+	if (!buf)
+		return xb_fail("out of memory");
+	int rc = xb_read(&vm->mem, lm->src, buf, lm->srclen);
+	if (rc == 0)
+		rc = xb_codemap_parse_symfile_lines(vm->off, buf, lm->srclen, lm);
+	free(buf);
+	return rc;
+}
+
+/* A file name as the loader keeps it: a list of code points on the
+ * module's literal heap (beam_file.c parse_line_chunk; erl_term.h cons
+ * cells: primary tag 1, CAR and CDR), into UTF-8. */
+static int read_charlist(struct xb_vm *vm, uint64_t t, char *out, size_t olen, size_t *outn)
+{
+	size_t n = 0;
+	for (unsigned i = 0; t != XB_NIL; i++) {
+		uint64_t cell[2];
+		if (i >= MAX_FILE_CHARS || (t & XB_TAG_PRIMARY_MASK) != 1 /* TAG_PRIMARY_LIST */ ||
+		    xb_read(&vm->mem, t - 1, cell, sizeof(cell)) < 0 || !xb_is_small(cell[0]))
+			return xb_fail("file name is not a string");
+		int64_t c = xb_small_value(cell[0]);
+		if (c <= 0 || c > 0x10ffff || n + 4 >= olen)
+			return xb_fail("file name is not a string");
+		if (c < 0x80) {
+			out[n++] = (char)c;
+		} else if (c < 0x800) {
+			out[n++] = (char)(0xc0 | (c >> 6));
+			out[n++] = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			out[n++] = (char)(0xe0 | (c >> 12));
+			out[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			out[n++] = (char)(0x80 | (c & 0x3f));
+		} else {
+			out[n++] = (char)(0xf0 | (c >> 18));
+			out[n++] = (char)(0x80 | ((c >> 12) & 0x3f));
+			out[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			out[n++] = (char)(0x80 | (c & 0x3f));
+		}
+		t = cell[1];
+	}
+	*outn = n;
+	return 0;
+}
+
+/* The interpreter's line table (emu/emu_load.c lays it out): func_tab[0..
+ * num_functions] point into line_items[], one code address per line
+ * instruction plus a sentinel; then the file names (fname_ptr[0] is the
+ * implicit "module.erl"), then loc_tab: (file << 24 | line), 0 = none. */
+static int emu_lines(struct xb_vm *vm, struct xb_linemod *lm)
+{
+	int64_t o_lt = xb_off(vm, XB_F_CODEHDR_LINE_TABLE), o_nf = xb_off(vm, XB_F_CODEHDR_NUM_FUNCTIONS),
+		o_fn = xb_off(vm, XB_F_LINETAB_FNAME_PTR), o_ls = xb_off(vm, XB_F_LINETAB_LOC_SIZE),
+		o_lc = xb_off(vm, XB_F_LINETAB_LOC_TAB), o_ft = xb_off(vm, XB_F_LINETAB_FUNC_TAB);
+	if (o_lt < 0 || o_nf < 0 || o_fn < 0 || o_ls < 0 || o_lc < 0 || o_ft < 0)
+		return xb_fail("this release's table has no line table layout");
+	uint64_t hdr = lm->src, nf, lt, fname, loctab, items0, itemsN;
+	int32_t locsize;
+	if (xb_read_u64(&vm->mem, hdr + (uint64_t)o_nf, &nf) < 0 ||
+	    xb_read_u64(&vm->mem, hdr + (uint64_t)o_lt, &lt) < 0)
+		return -1;
+	if (lt == 0)
+		return xb_fail("module compiled without line info");
+	if (nf == 0 || nf > MAX_FUNCTIONS)
+		return xb_fail("implausible function count");
+	if (xb_read_u64(&vm->mem, lt + (uint64_t)o_fn, &fname) < 0 ||
+	    xb_read(&vm->mem, lt + (uint64_t)o_ls, &locsize, 4) < 0 ||
+	    xb_read_u64(&vm->mem, lt + (uint64_t)o_lc, &loctab) < 0 ||
+	    xb_read_u64(&vm->mem, lt + (uint64_t)o_ft, &items0) < 0 ||
+	    xb_read_u64(&vm->mem, lt + (uint64_t)o_ft + nf * 8, &itemsN) < 0)
+		return -1;
+	uint64_t n = (itemsN - items0) / 8, nnames = (loctab - fname) / 8;
+	/* The layout emu_load.c writes, checked piece by piece. */
+	if (items0 != lt + (uint64_t)o_ft + (nf + 1) * 8 || itemsN < items0 || (itemsN - items0) % 8 ||
+	    n > MAX_LINES || fname != items0 + (n + 1) * 8 || loctab < fname || (loctab - fname) % 8 ||
+	    nnames == 0 || nnames > MAX_FILES || (locsize != 2 && locsize != 4))
+		return xb_fail("malformed line table at 0x%llx", (unsigned long long)lt);
+	int rc = -1;
+	uint64_t *items = malloc((n ? n : 1) * 8), *names = malloc(nnames * 8);
+	uint8_t *locs = malloc((n ? n : 1) * (size_t)locsize);
+	uint32_t *fmap = malloc(nnames * sizeof(*fmap));
+	size_t cap = 0;
+	if (!items || !names || !locs || !fmap) {
+		xb_fail("out of memory");
+		goto out;
+	}
+	if ((n && xb_read(&vm->mem, items0, items, n * 8) < 0) ||
+	    (n && xb_read(&vm->mem, loctab, locs, n * (size_t)locsize) < 0) ||
+	    xb_read(&vm->mem, fname, names, nnames * 8) < 0)
+		goto out;
+	for (uint64_t i = 0; i < nnames; i++)
+		fmap[i] = UINT32_MAX; /* read when a line uses it */
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t loc;
+		if (locsize == 2) {
+			uint16_t l16;
+			memcpy(&l16, locs + i * 2, 2);
+			loc = l16;
+		} else {
+			memcpy(&loc, locs + i * 4, 4);
+		}
+		if (items[i] < lm->start || items[i] >= lm->end || (i && items[i] < items[i - 1])) {
+			xb_fail("line table out of order at 0x%llx", (unsigned long long)lt);
+			goto out;
+		}
+		uint32_t file = loc >> 24, line = loc & 0xffffff; /* LOC_FILE, LOC_LINE */
+		if (loc == 0 /* LINE_INVALID_LOCATION */ || file >= nnames) {
+			line = 0;
+			file = 0;
+		} else if (fmap[file] == UINT32_MAX) {
+			char text[4 * MAX_FILE_CHARS + 8];
+			size_t tl = 0;
+			if (read_charlist(vm, names[file], text, sizeof(text), &tl) < 0 ||
+			    add_file(lm, text, tl, &fmap[file]) < 0)
+				goto out;
+		}
+		if (line)
+			file = fmap[file];
+		if (add_line(lm, &cap, items[i], line, file) < 0)
+			goto out;
+	}
+	sort_lines(lm);
+	rc = 0;
+out:
+	free(items);
+	free(names);
+	free(locs);
+	free(fmap);
+	return rc;
+}
+
+static struct xb_linemod *linemod_of(struct xb_codemap *cm, const struct xb_code *c, uint64_t addr)
+{
+	size_t lo = 0, hi = cm->nlmods;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cm->lmods[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Registrations of purged modules may overlap: the one C came from. */
+	for (size_t i = lo; i > 0 && lo - i < 16; i--) {
+		struct xb_linemod *lm = &cm->lmods[i - 1];
+		if (addr < lm->end && lm->seq == c->seq)
+			return lm;
+	}
+	return NULL;
+}
+
+int xb_codemap_line(struct xb_vm *vm, struct xb_codemap *cm, const struct xb_code *c, uint64_t addr,
+		    const char **file, uint32_t *line)
+{
+	if (!c || addr < c->start || addr >= c->end)
+		return -1;
+	struct xb_linemod *lm = linemod_of(cm, c, addr);
+	if (!lm)
+		return -1;
+	if (lm->state == 0) {
+		int r = vm->flavor == XB_FLAVOR_JIT ? jit_lines(vm, lm) : emu_lines(vm, lm);
+		if (r < 0) {
+			xb_debug("no lines for the module at 0x%llx: %s\n", (unsigned long long)lm->start,
+				 xb_err());
+			xb_linemod_free(lm);
+		}
+		lm->state = r < 0 || lm->n == 0 ? -1 : 1;
+	}
+	if (lm->state != 1)
+		return -1;
+	size_t lo = 0, hi = lm->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (lm->v[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* The last record at or below ADDR, and only one inside C itself. */
+	if (lo == 0)
+		return -1;
+	const struct xb_line *l = &lm->v[lo - 1];
+	if (l->addr < c->start || l->line == 0)
+		return -1;
+	*file = lm->files[l->file];
+	*line = l->line;
+	return 0;
 }

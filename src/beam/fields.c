@@ -76,6 +76,13 @@ const struct xb_field_spec xb_field_specs[XB_F_COUNT] = {
 	F(XB_F_LINEINFO_SIZE, "line_info", "", "jit/beam_jit_metadata.cpp", 1),
 	F(XB_F_LINEINFO_FILE_LENGTH, "line_info", "file_length", "jit/beam_jit_metadata.cpp", 1),
 	F(XB_F_LINEINFO_FILE, "line_info", "file", "jit/beam_jit_metadata.cpp", 1),
+	F(XB_F_LINEINFO_START, "line_info", "start_offset", "jit/beam_jit_metadata.cpp", 1),
+	F(XB_F_LINEINFO_LINE, "line_info", "line_number", "jit/beam_jit_metadata.cpp", 1),
+	F(XB_F_CODEHDR_LINE_TABLE, "beam_code_header", "line_table", "beam_code.h", 0),
+	F(XB_F_LINETAB_FNAME_PTR, "BeamCodeLineTab_", "fname_ptr", "beam_code.h", 0),
+	F(XB_F_LINETAB_LOC_SIZE, "BeamCodeLineTab_", "loc_size", "beam_code.h", 0),
+	F(XB_F_LINETAB_LOC_TAB, "BeamCodeLineTab_", "loc_tab", "beam_code.h", 0),
+	F(XB_F_LINETAB_FUNC_TAB, "BeamCodeLineTab_", "func_tab", "beam_code.h", 0),
 	F(XB_F_PROC_REDS, "process", "reds", "erl_process.h", 0),
 	F(XB_F_PROC_INITIAL, "process", "u.initial", "erl_process.h", 0),
 };

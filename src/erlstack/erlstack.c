@@ -282,6 +282,8 @@ static void walk(struct xb_estate *st, uint64_t E, uint64_t hend, struct xb_esta
 				}
 				continue;
 			}
+			if (out->n == 0)
+				out->leaf_ret = true; /* the innermost frame is a caller */
 			push(st, out, c, w, exact);
 			if (out->truncated)
 				return; /* one frame past --max-callchain-depth */
@@ -305,6 +307,34 @@ static bool walk_captured_only(struct xb_estate *st, uint64_t E, struct xb_estac
 	out->n = n0;
 	out->nexact = x0;
 	out->unresolved = 0;
+	if (n0 == 0)
+		out->leaf_ret = false;
+	return false;
+}
+
+/* E, saved when Erlang code called C, lies outside the heap the process
+ * has at the moment of the sample (P captured with it, P->exact): only a
+ * garbage collection replaces the heap, so one ran inside this very call,
+ * and it moved the stack, frames unchanged, to c_p->stop (erl_gc.c,
+ * do_minor and do_major: the stack is copied to the end of the new heap
+ * and c_p->stop set there, before c_p->heap and c_p->hend are switched, so
+ * mid-collection c_p->stop may still lie outside [heap, hend]).  When
+ * memory captured with the sample holds the stack at c_p->stop down to
+ * beam_normal_exit, that is the sample's stack; otherwise false, with
+ * nothing kept.  (Read later, P proves nothing: the process may have run
+ * on since.) */
+static bool moved_stack(struct xb_estate *st, const struct proc *p, struct xb_estack *out)
+{
+	if (!p->exact || p->stop % 8 || !p->stop)
+		return false;
+	unsigned n0 = out->n, x0 = out->nexact;
+	if (walk_captured_only(st, p->stop, out) && out->complete) {
+		out->status = XB_ES_OK;
+		return true;
+	}
+	out->n = n0;
+	out->nexact = x0;
+	out->complete = out->truncated = false;
 	return false;
 }
 
@@ -352,7 +382,7 @@ static void leaf_only(struct xb_estate *st, const struct xb_code *here, uint64_t
 	/* Forget what a failed walk left behind. */
 	out->n = out->nexact = 0;
 	out->unresolved = 0;
-	out->truncated = out->complete = out->live_read = false;
+	out->truncated = out->complete = out->live_read = out->leaf_ret = false;
 	push(st, out, here, pc, true);
 	/* HERE is JIT code that is not an Erlang function (a shared fragment
 	 * such as global::call_light_bif_shared, through which module code
@@ -467,6 +497,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	 * (copying, GC) is exactly what must not be under-counted. */
 	uint64_t c_p, E;
 	if (!reg(uw, st->regs.c_p, &c_p)) {
+		out->why = "c_p register not recovered";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -487,6 +518,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	struct proc p;
 	if (read_proc(st, out, c_p, &p) < 0) {
+		out->why = "c_p is not a process";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -502,11 +534,13 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 			E = p.stop;
 		} else {
 			st->unknown_call_sites++;
+			out->why = "cannot tell where this JIT call site keeps E";
 			leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
 	}
 	if (E % 8) {
+		out->why = "misaligned E";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -532,9 +566,13 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		return;
 	}
 	if (!in_heap) {
-		/* E (exact: a register of the sample, or c_p->stop stored for
-		 * this call) is not in the heap we read: the process garbage
-		 * collected since the sample. */
+		/* E (a register of the sample, or c_p->stop) is not in the
+		 * heap we read: the process is being or has been garbage
+		 * collected.  Captured mid-collection, c_p->stop may already be
+		 * the stack's new place (moved_stack); otherwise only the
+		 * innermost function is known. */
+		if (moved_stack(st, &p, out))
+			return;
 		leaf_only(st, here, pc, XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
@@ -687,6 +725,29 @@ static bool emu_in_bif(struct xb_estate *st, const struct xb_unwind *uw, const s
 	return true;
 }
 
+/* Like emu_in_bif, from c_p->current instead of the sampled I: the
+ * ErtsCodeMFA there is followed by &&call_bif (code[0], a label in
+ * process_main) and the C function process_main called (code[1]).  Only
+ * for a process struct captured with the sample (P->exact): read later,
+ * current may say a later call. */
+static bool emu_bif_by_current(struct xb_estate *st, const struct callee *callee, const struct proc *p,
+			       uint64_t *Iout)
+{
+	struct xb_vm *vm = st->vm;
+	uint64_t w[2];
+	int64_t arity = xb_off(vm, XB_F_MFA_ARITY);
+	uint64_t pm = vm->sym.process_main, pm_size = vm->sym.process_main_size;
+	if (!callee->entry || callee->mod != vm->beam || arity < 0 || !p->current || p->current % 8 ||
+	    !pm || !pm_size)
+		return false;
+	uint64_t code = p->current + (uint64_t)arity + 8; /* the ErtsCodeMFA ends with arity */
+	if (xb_read(&vm->mem, code, w, sizeof(w)) < 0 || w[0] < pm || w[0] >= pm + pm_size ||
+	    w[1] != callee->entry)
+		return false;
+	*Iout = code;
+	return true;
+}
+
 /* The stack of c_p under the BIF whose wrapper is at I (emu_in_bif);
  * false, with nothing done, when c_p no longer says this call (then the
  * registers are all there is: emu goes on as for any other sample). */
@@ -705,6 +766,7 @@ static bool emu_bif_stack(struct xb_estate *st, uint64_t c_p, const struct proc 
 		return false;
 	/* The caller from the word just checked, the rest from above it. */
 	finish(st, c_p, p, caller, p->exact && vm->mem.live_reads == live_before, top, E + 8, out);
+	out->leaf_ret = true; /* the caller, at its return address */
 	return true;
 }
 
@@ -836,7 +898,20 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(st, out, c_p_reg, &p) == 0 &&
 	    emu_bif_stack(st, c_p_reg, &p, I, out))
 		return;
+	/* The same call when the sampled I is lost (a callee that saved rbx
+	 * where the unwinder cannot find it): call_bif stores the wrapper's
+	 * MFA in c_p->current before the call; from the process captured
+	 * with the sample that proves the call as well as I would. */
+	if (have_reg && read_proc(st, out, c_p_reg, &p) == 0 && p.exact &&
+	    emu_bif_by_current(st, &callee, &p, &I) && emu_bif_stack(st, c_p_reg, &p, I, out))
+		return;
+	uint64_t live_before = vm->mem.live_reads;
 	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
+	/* Captured with the sample (BPF), the scheduler's current process
+	 * is a fact: the register may be reused inside an instruction. */
+	bool have_exact = have && vm->mem.live_reads == live_before;
+	if (have_exact && c_p != 0)
+		have_reg = false;
 	if (have && c_p == 0 && !have_reg) {
 		out->status = XB_ES_NO_PROCESS; /* scheduling, not running a process */
 		return;
@@ -857,6 +932,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		 * sampled I (a register) still names what ran. */
 		const struct xb_code *here = emu_current(st, uw, &I);
 		if (here) {
+			out->why = "c_p is not a process";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
@@ -881,6 +957,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		if (!reg(uw, st->regs.E, &E)) {
 			out->c_p = c_p;
 			identify(st, &p, out);
+			out->why = "E register not recovered";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
 		}
@@ -888,6 +965,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (E % 8) {
 		out->c_p = c_p;
 		identify(st, &p, out);
+		out->why = "misaligned E";
 		leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
@@ -905,8 +983,18 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	 * end) moved in a garbage collection since the sample: the stack E
 	 * pointed to is gone, but I still names what ran. */
 	if (switched || E < p.heap || E > p.hend || !emu_stack_top_ok(st, out, E, &p)) {
+		if (xb_verbose >= 3)
+			xb_debug("emu: switched %d E %llx heap %llx hend %llx stop %llx I %llx (%s)\n", switched,
+				 (unsigned long long)E, (unsigned long long)p.heap, (unsigned long long)p.hend,
+				 (unsigned long long)p.stop, (unsigned long long)I, here->name);
 		out->c_p = c_p;
 		identify(st, &p, out);
+		if (!switched) {
+			/* mid-collection: the stack at its new place (moved_stack) */
+			push(st, out, here, I, here_exact);
+			if (moved_stack(st, &p, out))
+				return;
+		}
 		leaf_only(st, here, I, switched ? XB_PARTIAL_SWITCHED : XB_PARTIAL_HEAP_MOVED, out);
 		return;
 	}
@@ -963,6 +1051,7 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->live_read = false;
 	out->complete = false;
 	out->partial = false;
+	out->leaf_ret = false;
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;
@@ -978,10 +1067,14 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	}
 	if (kind != 's')
 		sched_no = 0; /* current_process checks are for normal schedulers */
-	if (st->vm->flavor == XB_FLAVOR_JIT)
+	if (st->vm->flavor == XB_FLAVOR_JIT) {
 		jit(st, s, uw, sched_no, out);
-	else
+		/* In C code called from JIT code, the pc is the return address */
+		if (out->n && out->addrs[0] == uw->erlang_pc && !uw->erlang_pc_exact)
+			out->leaf_ret = true;
+	} else {
 		emu(st, uw, sched_no, out);
+	}
 	if (out->status != XB_ES_OK)
 		out->n = 0;
 }

@@ -3,8 +3,12 @@
 #include "xb/symbols.h"
 #include "xb/common.h"
 
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
+#ifdef XB_HAVE_DEBUGINFOD
+#include <elfutils/debuginfod.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +78,116 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 	return fd;
 }
 
+#ifdef XB_HAVE_DEBUGINFOD
+#include <stdarg.h>
+/* -v: what debuginfod gave (one line each). */
+static void note(const char *fmt, ...) XB_PRINTF(1, 2);
+static void note(const char *fmt, ...)
+{
+	if (!xb_verbose)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("debuginfod: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+/* Does the ELF file open on FD carry build-id ID? */
+static bool same_build_id(int fd, const unsigned char *id, int len)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *got = NULL;
+	ssize_t n = e ? dwelf_elf_gnu_build_id(e, &got) : -1;
+	bool same = n == len && got && memcmp(got, id, (size_t)len) == 0;
+	if (e)
+		elf_end(e);
+	return same;
+}
+
+/* The VM's executable (only its debug info is fetched: a stripped beam
+ * names none of its internal functions; the system libraries' exported
+ * names are enough, and fetching all of them would slow every start). */
+static bool is_target_exe(const char *modname)
+{
+	char link[64], exe[4096];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)report_pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = 0;
+	return strcmp(exe, modname) == 0;
+}
+
+/* Ask the debuginfod servers of DEBUGINFOD_URLS (elfutils' client: it
+ * caches what it fetched, in $DEBUGINFOD_CACHE_PATH or
+ * ~/.cache/debuginfod_client) for MOD's debug info by its build-id, and
+ * keep it only if it has that very build-id. */
+static int debuginfod_fetch(Dwfl_Module *mod, const char *modname, char **debuginfo_file_name)
+{
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &id, &vaddr);
+	const char *base = strrchr(modname, '/') ? strrchr(modname, '/') + 1 : modname;
+	if (len <= 0) {
+		note("%s has no build-id to ask for\n", base);
+		return -1;
+	}
+	char hex[2 * 64 + 1] = "";
+	for (int i = 0; i < len && i < 64; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	debuginfod_client *c = debuginfod_begin();
+	if (!c)
+		return -1;
+	char *path = NULL;
+	int fd = debuginfod_find_debuginfo(c, id, len, &path);
+	const char *url = debuginfod_get_url(c);
+	if (fd < 0) {
+		note("no debug info for %s (build-id %s): %s\n", base, hex, strerror(-fd));
+	} else if (!same_build_id(fd, id, len)) {
+		note("%s from %s does not have build-id %s: ignored\n", path ? path : "?",
+			 url ? url : "the cache", hex);
+		close(fd);
+		fd = -1;
+	} else {
+		note("debug info for %s (build-id %s) %s%s: %s\n", base, hex,
+			 url ? "fetched from " : "from the cache", url ? url : "", path ? path : "?");
+		*debuginfo_file_name = path;
+		path = NULL;
+	}
+	free(path);
+	debuginfod_end(c);
+	return fd;
+}
+#endif
+
+/* Local debug info first (/usr/lib/debug by build-id, .gnu_debuglink),
+ * asked with debuginfod off; then, when DEBUGINFOD_URLS is set (the
+ * opt-in), the servers it names, for the VM's executable. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			  char **debuginfo_file_name)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	char *saved = urls && *urls ? strdup(urls) : NULL;
+	if (saved)
+		unsetenv("DEBUGINFOD_URLS"); /* libdwfl would ask, silently */
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					      debuglink_crc, debuginfo_file_name);
+	if (saved)
+		setenv("DEBUGINFOD_URLS", saved, 1);
+#ifdef XB_HAVE_DEBUGINFOD
+	if (fd < 0 && saved && modname && is_target_exe(modname))
+		fd = debuginfod_fetch(mod, modname, debuginfo_file_name);
+#endif
+	free(saved);
+	return fd;
+}
+
 static char *debuginfo_path;
 static const Dwfl_Callbacks callbacks = {
 	.find_elf = find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = &debuginfo_path,
 };
@@ -421,6 +531,8 @@ uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const cha
 	if (!m)
 		return 0;
 	load(m);
+	if (!m->byname)
+		return 0; /* no symbol table at all */
 	struct xb_sym key = { 0, 0, name };
 	struct xb_sym *e = bsearch(&key, m->byname, m->nname, sizeof(key), cmp_name);
 	if (!e)

@@ -91,15 +91,33 @@ int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f,
 	return 0;
 }
 
-static void take_regs(Dwfl_Frame *state, struct xb_unwind *out)
+/* elfutils (backends/x86_64_cfi.c, still in 0.188) gives the x86-64 ABI's
+ * default rules with DWARF register 0 (rax) where it means rbx (3): rbx
+ * comes out undefined in every frame whose CFI does not save it, and rax
+ * "the same value" as in the frame below, which for a caller-saved
+ * register is not known at all.  The ABI says rbx is callee-saved: a
+ * function that changes it saves it, and its CFI then says where (libdw
+ * follows that rule); one that does not leaves it as it was.  So rbx is
+ * carried up from the frame below while libdw calls it undefined
+ * (frame_cb), and rax is taken only from the sample itself (frame 0). */
+#define DW_RAX 0
+#define DW_RBX 3
+
+static void take_regs(struct xb_unwinder *u, Dwfl_Frame *state, struct xb_unwind *out)
 {
 	out->regs_valid = 0;
 	for (unsigned i = 0; i < 17; i++) {
 		Dwarf_Word v;
+		if (i == DW_RAX && out->n > 0)
+			continue;
 		if (dwfl_frame_reg(state, i, &v) == 0) {
 			out->regs[xb_dw2perf[i]] = v;
 			out->regs_valid |= 1u << xb_dw2perf[i];
 		}
+	}
+	if (!(out->regs_valid & (1u << XB_PREG_BX)) && u->rbx_known) {
+		out->regs[XB_PREG_BX] = u->rbx;
+		out->regs_valid |= 1u << XB_PREG_BX;
 	}
 }
 
@@ -111,11 +129,16 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	bool act;
 	if (!dwfl_frame_pc(state, &pc, &act))
 		return DWARF_CB_ABORT;
+	Dwarf_Word rbx;
+	if (dwfl_frame_reg(state, DW_RBX, &rbx) == 0) {
+		u->rbx = rbx; /* saved by this frame's callee, or the sample's own */
+		u->rbx_known = true;
+	}
 	if (u->is_erlang(u->is_erlang_arg, pc)) {
 		out->stop = XB_UW_REACHED_ERLANG;
 		out->erlang_pc = pc;
 		out->erlang_pc_exact = act;
-		take_regs(state, out);
+		take_regs(u, state, out);
 		return DWARF_CB_ABORT;
 	}
 	if (out->n >= u->max_depth) {
@@ -171,6 +194,7 @@ static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)
 	memset(out, 0, sizeof(*out));
 	out->stop = XB_UW_TRUNCATED;
 	u->out = out;
+	u->rbx_known = false;
 	int r = dwfl_getthread_frames(u->vm->syms.dwfl, tid, frame_cb, u);
 	if (r == 0 && out->stop == XB_UW_TRUNCATED)
 		out->stop = XB_UW_END;

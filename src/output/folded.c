@@ -9,7 +9,7 @@
 
 int xb_write_folded(FILE *f, const struct xb_profile *p)
 {
-	char buf[1024];
+	char buf[1024], text[1400];
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
 		if (!s->n)
@@ -17,7 +17,9 @@ int xb_write_folded(FILE *f, const struct xb_profile *p)
 		for (uint32_t k = s->n; k-- > 0;) {
 			/* ';' separates frames and the last ' ' the count:
 			 * keep names from containing the former. */
-			fputs(xb_text_clean(p->names[s->ids[k]].name, true, buf, sizeof(buf)), f);
+			fputs(xb_text_clean(xb_fname_text(&p->names[s->ids[k]], text, sizeof(text)), true, buf,
+					    sizeof(buf)),
+			      f);
 			if (k)
 				fputc(';', f);
 		}

@@ -26,7 +26,7 @@ static int write_table(struct profile_sink *ps, struct xb_session *s, FILE *out)
 		uint64_t matched, no_erl;
 		size_t n = xb_profile_blame(&s->prof, ps->o.blame, &rows, &matched, &no_erl);
 		xb_write_processed(out, s->st.processed, s->st.received);
-		fprintf(out, "blame %s: %llu samples have it on their native stack (%llu with no Erlang code above it)\n",
+		fprintf(out, "blame %s: %llu samples have it on their stack (%llu with no Erlang code above it)\n",
 			ps->o.blame, (unsigned long long)matched, (unsigned long long)no_erl);
 		xb_write_rows(out, &s->prof, rows, n, ps->o.top, matched);
 		free(rows);

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "xb/outputs.h"
 #include "xb/common.h"
+#include "xb/names.h"
 #include "xb/session.h"
 #include "xb/writers.h"
 
@@ -72,6 +73,36 @@ static bool done(struct xb_sink *k, struct xb_session *s)
 	return ns > 0;
 }
 
+/* The code map CODE belongs to: the session's, or one retired since
+ * (--pstack keeps them until it prints). */
+static struct xb_codemap *owner(struct xb_session *s, const struct xb_code *code)
+{
+	if (code >= s->cm.v && code < s->cm.v + s->cm.n)
+		return &s->cm;
+	for (size_t i = 0; i < s->es.nretired; i++) {
+		struct xb_codemap *m = s->es.retired[i];
+		if (code >= m->v && code < m->v + m->n)
+			return m;
+	}
+	return NULL;
+}
+
+/* Erlang frame J of ES as printed: its name, and with --lines its source
+ * location; cleaned for the terminal. */
+static const char *erlang_frame(struct xb_session *s, const struct xb_estack *es, unsigned j, char *out,
+				size_t len)
+{
+	char nb[1200], text[1400];
+	const char *name = xb_frames_code_name(&s->fr, es->frames[j], nb, sizeof(nb)), *file;
+	uint32_t line;
+	struct xb_codemap *m = s->fr.lines ? owner(s, es->frames[j]) : NULL;
+	if (m && xb_codemap_line(&s->vm, m, es->frames[j], xb_frames_line_addr(es, j), &file, &line) == 0) {
+		snprintf(text, sizeof(text), "%s (%s:%u)", name, file, (unsigned)line);
+		name = text;
+	}
+	return xb_text_clean(name, false, out, len);
+}
+
 /* Native frames, then the JIT code they were called from (if not an
  * Erlang function); returns the next frame number. */
 static unsigned print_native(struct xb_session *s, FILE *f, const struct xb_unwind *uw,
@@ -86,7 +117,8 @@ static unsigned print_native(struct xb_session *s, FILE *f, const struct xb_unwi
 	}
 	if (jit_here)
 		fprintf(f, "  #%-3u 0x%016llx %s [JIT]\n", k++, (unsigned long long)uw->erlang_pc,
-			xb_text_clean(jit_here->name, false, c1, sizeof(c1)));
+			xb_text_clean(xb_frames_code_name(&s->fr, jit_here, name, sizeof(name)), false, c1,
+				      sizeof(c1)));
 	return k;
 }
 
@@ -97,15 +129,16 @@ static unsigned print_native(struct xb_session *s, FILE *f, const struct xb_unwi
 static void print_running(struct xb_session *s, FILE *f, const struct entry *e, bool dirty)
 {
 	const struct xb_estack *es = &e->es;
-	char c1[512];
+	char c1[1400], rb[300];
+	const char *reg = s->fr.erlang_names ? es->regname : xb_elixir_atom(es->regname, rb, sizeof(rb));
 	fprintf(f, "process %s%s%s\n", es->pid, es->regname[0] ? " " : "",
-		xb_text_clean(es->regname, false, c1, sizeof(c1)));
+		xb_text_clean(reg, false, c1, sizeof(c1)));
 	unsigned k = print_native(s, f, &e->uw, e->jit_here);
 	if (dirty && es->n)
 		fprintf(f, "  -- the Erlang stack of %s, which waits for this scheduler:\n", es->pid);
 	for (unsigned j = 0; j < es->n; j++, k++)
 		fprintf(f, "  #%-3u 0x%016llx %s [Erlang]\n", k, (unsigned long long)es->addrs[j],
-			xb_text_clean(es->frames[j]->name, false, c1, sizeof(c1)));
+			erlang_frame(s, es, j, c1, sizeof(c1)));
 	if (es->truncated)
 		fprintf(f, "  ... (truncated at --max-callchain-depth)\n");
 	if (es->partial)

@@ -415,10 +415,17 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 		fputs(",\"library\":", f);
 		xb_put_json_string(f, lib);
 		fputs(",\"caller\":", f);
-		if (c->caller == XB_LC_NONE)
+		if (c->caller == XB_LC_NONE) {
 			fputs("null", f);
-		else
-			xb_put_json_string(f, s->prof.names[c->caller].name);
+		} else {
+			const struct xb_fname *cf = &s->prof.names[c->caller];
+			xb_put_json_string(f, cf->name);
+			if (cf->file) { /* --lines: where it made the call */
+				fputs(",\"caller_file\":", f);
+				xb_put_json_string(f, cf->file);
+				fprintf(f, ",\"caller_line\":%u", cf->line);
+			}
+		}
 		fputs(",\"pid\":", f);
 		xb_put_json_string(f, c->pid);
 		fputs(",\"name\":", f);
@@ -618,7 +625,7 @@ static void pct(FILE *f, double v, int width)
 
 static void write_table_calls(struct sched_sink *ss, struct xb_session *s, FILE *f)
 {
-	char lib[300], lbl[64], c1[300], c2[300], c3[300];
+	char lib[300], lbl[64], c1[300], c2[300], c3[300], ctext[1400];
 	fprintf(f, "\nlong NIF/BIF calls on normal schedulers (lower bound >= %g ms), longest first: %zu\n",
 		ss->o.long_calls_ms, ss->lc.ncalls);
 	if (ss->lc.ncalls)
@@ -641,8 +648,10 @@ static void write_table_calls(struct sched_sink *ss, struct xb_session *s, FILE 
 				? sched_label(&s->smp.threads[c->thread], lbl, sizeof(lbl))
 				: "?",
 			proc, fn,
-			c->caller == XB_LC_NONE ? "(unknown)"
-						: xb_text_clean(s->prof.names[c->caller].name, false, c3, sizeof(c3)));
+			c->caller == XB_LC_NONE
+				? "(unknown)"
+				: xb_text_clean(xb_fname_text(&s->prof.names[c->caller], ctext, sizeof(ctext)), false, c3,
+						sizeof(c3)));
 	}
 	if (ss->lc.ncalls > ss->o.top)
 		fprintf(f, "  ... %zu more (-t)\n", ss->lc.ncalls - ss->o.top);

@@ -24,16 +24,16 @@ void xb_write_rows(FILE *f, const struct xb_profile *p, const struct xb_row *row
 		   size_t top, uint64_t denom)
 {
 	size_t w = 20;
-	char name[1024], tag[320];
+	char name[1024], tag[320], text[1400];
 	for (size_t i = 0; i < n && i < top; i++) {
-		size_t l = strlen(p->names[rows[i].id].name);
+		size_t l = strlen(xb_fname_text(&p->names[rows[i].id], text, sizeof(text)));
 		if (l > w)
 			w = l < 100 ? l : 100;
 	}
 	for (size_t i = 0; i < n && i < top; i++) {
 		const struct xb_fname *fn = &p->names[rows[i].id];
 		fprintf(f, "%8llu  %-*s  %6.2f%%  %s\n", (unsigned long long)rows[i].count, (int)w,
-			xb_text_clean(fn->name, false, name, sizeof(name)),
+			xb_text_clean(xb_fname_text(fn, text, sizeof(text)), false, name, sizeof(name)),
 			denom ? 100.0 * (double)rows[i].count / (double)denom : 0.0,
 			xb_text_clean(fn->tag, false, tag, sizeof(tag)));
 	}

@@ -1,5 +1,6 @@
 /* blame_filter.c - --blame for stack formats: the whole stacks of the
- * samples whose native part holds FN (xb_profile_blame's samples). */
+ * samples that hold FN (xb_profile_blame's samples: a native function, or
+ * an Erlang one). */
 #define _GNU_SOURCE
 #include "xb/profile.h"
 #include "xb/common.h"
@@ -14,18 +15,11 @@ static int copy_frame(const struct xb_profile *src, uint32_t id, struct xb_profi
 	if (map[id])
 		return 0;
 	const struct xb_fname *f = &src->names[id];
-	size_t before = dst->nnames;
-	uint32_t nid = xb_profile_intern(dst, f->name, f->tag, f->kind);
-	/* xb_profile_intern returns 0 on failure too: tell by the name. */
+	uint32_t nid = xb_profile_intern_at(dst, f->name, f->tag, f->kind, f->file, f->line);
+	/* interning returns 0 on failure too: tell by the name. */
 	if (nid >= dst->nnames || !dst->names[nid].name || !dst->names[nid].tag ||
 	    strcmp(dst->names[nid].name, f->name) || strcmp(dst->names[nid].tag, f->tag))
 		return -1;
-	if (dst->nnames > before && f->file) {
-		dst->names[nid].file = strdup(f->file);
-		if (!dst->names[nid].file)
-			return -1;
-		dst->names[nid].line = f->line;
-	}
 	map[id] = nid + 1;
 	return 0;
 }
@@ -60,13 +54,12 @@ int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct
 	if (!hit || !map)
 		goto out;
 	for (size_t i = 0; i < src->nnames; i++)
-		hit[i] = (src->names[i].kind == XB_FK_NATIVE || src->names[i].kind == XB_FK_JIT) &&
-			 xb_blame_match(fn, src->names[i].name);
+		hit[i] = xb_blame_kind(src->names[i].kind) && xb_blame_match(fn, src->names[i].name);
 	for (size_t i = 0; i < src->nstacks; i++) {
 		const struct xb_stack *s = &src->stacks[i];
 		bool found = false;
-		for (uint32_t k = 0; k < s->nnative && k < s->n && !found; k++)
-			found = hit[s->ids[k]];
+		for (uint32_t k = 0; k < s->n && !found; k++)
+			found = xb_blame_at(src, hit, src->nnames, s->ids, k, s->nnative);
 		if (!found)
 			continue;
 		if (xb_grow((void **)&ids, &idcap, s->n ? s->n : 1, sizeof(*ids)) < 0)

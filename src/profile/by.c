@@ -133,7 +133,8 @@ static int add_to_group(const struct xb_profile *p, const struct xb_stack *s, st
 		uint32_t id = s->ids[k];
 		if (owner[id] != gi) {
 			const struct xb_fname *f = &p->names[id];
-			remap[id] = xb_profile_intern(&g->sub, f->name, f->tag, f->kind);
+			/* (file and line too: part of a frame's identity, --lines) */
+			remap[id] = xb_profile_intern_at(&g->sub, f->name, f->tag, f->kind, f->file, f->line);
 			owner[id] = gi;
 		}
 		ids[k] = remap[id];
@@ -223,7 +224,7 @@ int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang
 	qsort(g, ng, sizeof(*g), cmp_groups);
 	xb_write_processed(f, processed, received);
 	if (blame)
-		fprintf(f, "blame %s: %llu samples have it on their native stack\n", blame,
+		fprintf(f, "blame %s: %llu samples have it on their stack\n", blame,
 			(unsigned long long)all);
 	size_t shown = 0;
 	char name[1024];

@@ -3,6 +3,7 @@
 #include "xb/frames.h"
 #include "xb/common.h"
 #include "xb/demangle.h"
+#include "xb/names.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,39 @@ const struct xb_code *xb_frames_jit_here(struct xb_frames *fr, const struct xb_u
 	return here && here->kind == XB_CODE_OTHER ? here : NULL;
 }
 
+const char *xb_frames_code_name(const struct xb_frames *fr, const struct xb_code *c, char *buf,
+				size_t len)
+{
+	return fr->erlang_names ? c->name : xb_elixir_name(c->name, buf, len);
+}
+
+uint64_t xb_frames_line_addr(const struct xb_estack *es, unsigned k)
+{
+	return es->addrs[k] - (k > 0 || es->leaf_ret ? 1 : 0);
+}
+
+/* Frame K of ES with its source line (--lines): a frame per function and
+ * line, cached by the call's address for this code map. */
+static uint32_t erlang_line_id(struct xb_frames *fr, const struct xb_estack *es, unsigned k)
+{
+	const struct xb_code *code = es->frames[k];
+	uint64_t a = xb_frames_line_addr(es, k);
+	size_t h = (size_t)(a * 0x9E3779B97F4A7C15ull >> 52);
+	if (fr->linecache[h].addr == a && fr->linecache[h].gen == fr->cm->gen)
+		return fr->linecache[h].id;
+	char buf[1200];
+	const char *file = NULL;
+	uint32_t line = 0;
+	if (xb_codemap_line(fr->vm, fr->cm, code, a, &file, &line) < 0)
+		file = NULL;
+	uint32_t id = xb_profile_intern_at(fr->p, xb_frames_code_name(fr, code, buf, sizeof(buf)), "[Erlang]",
+					   XB_FK_ERLANG, file, line);
+	fr->linecache[h].addr = a;
+	fr->linecache[h].gen = fr->cm->gen;
+	fr->linecache[h].id = id;
+	return id;
+}
+
 static uint32_t mark(struct xb_frames *fr, const char *what)
 {
 	return xb_profile_intern(fr->p, what, XB_MARK_TAG, XB_FK_MARK);
@@ -89,8 +123,10 @@ uint32_t xb_frames_ids(struct xb_frames *fr, const struct xb_sample *s, const st
 		ids[n++] = fr->pccache[h].id;
 	}
 	const struct xb_code *here = xb_frames_jit_here(fr, uw);
+	char cbuf[1200];
 	if (here && n < max)
-		ids[n++] = xb_profile_intern(fr->p, here->name, "[JIT]", XB_FK_JIT);
+		ids[n++] = xb_profile_intern(fr->p, xb_frames_code_name(fr, here, cbuf, sizeof(cbuf)), "[JIT]",
+					     XB_FK_JIT);
 	else if (uw->stop == XB_UW_REACHED_ERLANG && es->status != XB_ES_OK &&
 		 fr->vm->flavor == XB_FLAVOR_EMU && n < max) {
 		/* The interpreter loop with no process on it (scheduling). */
@@ -101,9 +137,14 @@ uint32_t xb_frames_ids(struct xb_frames *fr, const struct xb_sample *s, const st
 	*nnative = n;
 	for (unsigned k = 0; k < es->n && n < max; k++) {
 		struct xb_code *code = (struct xb_code *)es->frames[k];
+		if (fr->lines) {
+			ids[n++] = erlang_line_id(fr, es, k);
+			continue;
+		}
 		/* code->user caches the id: valid for this map and profile */
 		if (!code->user)
-			code->user = xb_profile_intern(fr->p, code->name, "[Erlang]", XB_FK_ERLANG) + 1;
+			code->user = xb_profile_intern(fr->p, xb_frames_code_name(fr, code, cbuf, sizeof(cbuf)),
+						       "[Erlang]", XB_FK_ERLANG) + 1;
 		ids[n++] = code->user - 1;
 	}
 	/* Only the innermost function is known (erlstack.c, leaf_only):

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "xb/profile.h"
 #include "xb/common.h"
+#include "xb/names.h"
 
 #include <stdio.h>
 
@@ -38,10 +39,11 @@ void xb_profile_free(struct xb_profile *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static uint64_t name_hash(const char *name, const char *tag)
+static uint64_t name_hash(const char *name, const char *tag, uint32_t line)
 {
 	uint64_t h = hash_bytes(name, strlen(name), 0xcbf29ce484222325ull);
-	return hash_bytes(tag, strlen(tag) + 1, h);
+	h = hash_bytes(tag, strlen(tag) + 1, h);
+	return line ? hash_bytes(&line, sizeof(line), h) : h;
 }
 
 static int rehash_names(struct xb_profile *p)
@@ -51,7 +53,7 @@ static int rehash_names(struct xb_profile *p)
 	if (!t)
 		return -1;
 	for (size_t i = 0; i < p->nnames; i++) {
-		size_t j = name_hash(p->names[i].name, p->names[i].tag) & (cap - 1);
+		size_t j = name_hash(p->names[i].name, p->names[i].tag, p->names[i].line) & (cap - 1);
 		while (t[j])
 			j = (j + 1) & (cap - 1);
 		t[j] = (uint32_t)i + 1;
@@ -65,12 +67,26 @@ static int rehash_names(struct xb_profile *p)
 uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *tag,
 			   enum xb_frame_kind kind)
 {
+	return xb_profile_intern_at(p, name, tag, kind, NULL, 0);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+uint32_t xb_profile_intern_at(struct xb_profile *p, const char *name, const char *tag,
+			      enum xb_frame_kind kind, const char *file, uint32_t line)
+{
+	if (!file)
+		line = 0;
 	if ((p->nnames + 1) * 2 > p->nametab_cap && rehash_names(p) < 0)
 		return 0;
-	size_t j = name_hash(name, tag) & (p->nametab_cap - 1);
+	size_t j = name_hash(name, tag, line) & (p->nametab_cap - 1);
 	while (p->nametab[j]) {
 		struct xb_fname *f = &p->names[p->nametab[j] - 1];
-		if (strcmp(f->name, name) == 0 && strcmp(f->tag, tag) == 0)
+		if (strcmp(f->name, name) == 0 && strcmp(f->tag, tag) == 0 && f->line == line &&
+		    same_file(f->file, file))
 			return p->nametab[j] - 1;
 		j = (j + 1) & (p->nametab_cap - 1);
 	}
@@ -80,8 +96,8 @@ uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *t
 	f->name = strdup(name);
 	f->tag = strdup(tag);
 	f->kind = kind;
-	f->file = NULL;
-	f->line = 0;
+	f->file = file ? strdup(file) : NULL;
+	f->line = line;
 	p->nametab[j] = (uint32_t)p->nnames + 1;
 	return (uint32_t)p->nnames++;
 }
@@ -134,6 +150,14 @@ int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32
 	p->stacktab[j] = (uint32_t)p->nstacks + 1;
 	p->nstacks++;
 	return 0;
+}
+
+const char *xb_fname_text(const struct xb_fname *f, char *buf, size_t len)
+{
+	if (!f->file)
+		return f->name;
+	snprintf(buf, len, "%s (%s:%u)", f->name, f->file, (unsigned)f->line);
+	return buf;
 }
 
 static const struct xb_profile *sort_ctx;
@@ -199,7 +223,7 @@ static const struct {
 	{ "erts_garbage_collect", "global::garbage_collect" }, /* beam_asm_global.cpp */
 };
 
-bool xb_blame_match(const char *fn, const char *sym)
+static bool match_plain(const char *fn, const char *sym)
 {
 	size_t n = strlen(fn);
 	for (size_t i = 0; i < XB_ARRAY_SIZE(jit_aliases); i++)
@@ -207,11 +231,70 @@ bool xb_blame_match(const char *fn, const char *sym)
 			return true;
 	if (strcmp(fn, sym) == 0)
 		return true;
-	if (strncmp(fn, sym, n) == 0 && sym[n] == '_' && sym[n + 1])
+	if (strncmp(fn, sym, n) == 0 && sym[n] == '_' && sym[n + 1] && !strchr(sym, '/'))
+		return true; /* C names only: copy_struct -> copy_struct_x */
+	/* An Erlang function without its arity: every arity ("m:f" matches
+	 * "m:f/2"). */
+	if (strncmp(fn, sym, n) == 0 && sym[n] == '/' && sym[n + 1] && !strchr(fn, '/') &&
+	    strspn(sym + n + 1, "0123456789") == strlen(sym + n + 1))
 		return true;
 	if (strpbrk(fn, "*?["))
 		return fnmatch(fn, sym, 0) == 0;
 	return false;
+}
+
+bool xb_blame_match(const char *fn, const char *sym)
+{
+	if (match_plain(fn, sym))
+		return true;
+	/* Elixir modules in either spelling, on either side: frames are
+	 * named Foo.bar/1 (or 'Elixir.Foo':bar/1 with --erlang-names). */
+	if (xb_is_elixir_name(fn) || xb_is_elixir_name(sym)) {
+		char a[1200], b[1200];
+		const char *ef = xb_elixir_name(fn, a, sizeof(a)), *es = xb_elixir_name(sym, b, sizeof(b));
+		if ((ef != fn || es != sym) && match_plain(ef, es))
+			return true;
+	}
+	return false;
+}
+
+bool xb_blame_kind(enum xb_frame_kind k)
+{
+	return k == XB_FK_NATIVE || k == XB_FK_JIT || k == XB_FK_ERLANG;
+}
+
+bool xb_blame_at(const struct xb_profile *p, const bool *hit, size_t nhit, const uint32_t *ids,
+		 uint32_t k, uint32_t nnative)
+{
+	if (ids[k] >= nhit || !hit[ids[k]])
+		return false;
+	/* native code in the native part, Erlang code in the Erlang part */
+	return p->names[ids[k]].kind == XB_FK_ERLANG ? k >= nnative : k < nnative;
+}
+
+bool xb_blame_row(const struct xb_profile *p, const bool *hit, size_t nhit, const uint32_t *ids,
+		  uint32_t n, uint32_t nnative, uint32_t none, uint32_t *row)
+{
+	uint32_t at = UINT32_MAX;
+	for (uint32_t k = 0; k < n && at == UINT32_MAX; k++)
+		if (xb_blame_at(p, hit, nhit, ids, k, nnative))
+			at = k;
+	if (at == UINT32_MAX)
+		return false;
+	*row = none;
+	if (at < nnative) {
+		/* native code: the innermost Erlang frame, the code it ran for */
+		if (nnative < n && p->names[ids[nnative]].kind != XB_FK_MARK) {
+			*row = ids[nnative];
+			return true;
+		}
+	} else if (at + 1 < n && p->names[ids[at + 1]].kind == XB_FK_ERLANG) {
+		*row = ids[at + 1]; /* an Erlang function: its caller */
+		return true;
+	}
+	if (n && p->names[ids[n - 1]].kind == XB_FK_MARK)
+		*row = ids[n - 1];
+	return true;
 }
 
 size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
@@ -224,8 +307,7 @@ size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **ro
 	if (!hit)
 		return 0;
 	for (size_t i = 0; i < nnames; i++)
-		hit[i] = (p->names[i].kind == XB_FK_NATIVE || p->names[i].kind == XB_FK_JIT) &&
-			 xb_blame_match(fn, p->names[i].name);
+		hit[i] = xb_blame_kind(p->names[i].kind) && xb_blame_match(fn, p->names[i].name);
 	/* Samples with no Erlang frame to name get a row that says why, so
 	 * that the rows account for every matching sample: the mark at
 	 * their root ("[callers unknown]": Erlang code called it but its
@@ -239,17 +321,10 @@ size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **ro
 	}
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
-		bool found = false;
-		for (uint32_t k = 0; k < s->nnative && !found; k++)
-			found = s->ids[k] < nnames && hit[s->ids[k]];
-		if (!found)
+		uint32_t row;
+		if (!xb_blame_row(p, hit, nnames, s->ids, s->n, s->nnative, none, &row))
 			continue;
 		*matched += s->count;
-		uint32_t row = none;
-		if (s->nnative < s->n && p->names[s->ids[s->nnative]].kind != XB_FK_MARK)
-			row = s->ids[s->nnative];
-		else if (s->n && p->names[s->ids[s->n - 1]].kind == XB_FK_MARK)
-			row = s->ids[s->n - 1];
 		if (row == none || p->names[row].kind == XB_FK_MARK)
 			*no_erlang += s->count;
 		per[row] += s->count;

@@ -22,6 +22,7 @@
  * limit (perf_event_mlock_kb, RLIMIT_MEMLOCK) refuses a big one. */
 #define RING_PAGES_BUSY 128
 #define RING_PAGES_QUIET 16
+#define RING_PAGES_BPF 2 /* LOST/THROTTLE records only: BPF writes the samples */
 #define RESCAN_NS (100ull * 1000 * 1000)
 
 /* x86-64 user registers we ask for: AX..IP and R8..R15 (perf_regs.h).
@@ -48,15 +49,23 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 	}
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 			 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	if (s->o.include_kernel) {
+	if (s->o.bpf) {
+		/* The BPF program reads the registers from its context (user
+		 * registers only with exclude_kernel) and returns 0: nothing
+		 * of the sample is written here. */
+		a->sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+		a->exclude_kernel = 1;
+	} else if (s->o.include_kernel) {
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
 		a->exclude_callchain_user = 1;
 	} else {
 		a->exclude_kernel = 1;
 	}
 	a->exclude_hv = 1;
-	a->sample_regs_user = REGS_MASK;
-	a->sample_stack_user = s->o.stack_bytes;
+	if (!s->o.bpf) {
+		a->sample_regs_user = REGS_MASK;
+		a->sample_stack_user = s->o.stack_bytes;
+	}
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
 	/* Two ways to learn about samples:
@@ -121,6 +130,8 @@ static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, 
 	return 0;
 }
 
+static void forget_thread(struct xb_sampler *s, struct xb_thread *t);
+
 static int open_thread(struct xb_sampler *s, pid_t tid)
 {
 	if (xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0)
@@ -128,8 +139,8 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	int fd;
 	void *ring;
 	size_t len;
-	int e = open_event(s, tid, busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET,
-			   s->nthreads, &fd, &ring, &len);
+	size_t pages = s->o.bpf ? RING_PAGES_BPF : busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
+	int e = open_event(s, tid, pages, s->nthreads, &fd, &ring, &len);
 	if (e < 0)
 		return e;
 	struct xb_thread *t = &s->threads[s->nthreads++];
@@ -150,6 +161,11 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	t->kind = 'o';
 	if (s->o.thread_kind)
 		t->kind = s->o.thread_kind(s->o.thread_kind_arg, t->comm, &t->sched_no);
+	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
+		forget_thread(s, t);
+		s->nthreads--;
+		return -ECANCELED; /* xb_err() says why */
+	}
 	return 0;
 }
 
@@ -186,6 +202,8 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 		return xb_fail("--user-stack %u is too large: the kernel copies at most 65528 bytes",
 			       s->o.stack_bytes);
 	s->o.stack_bytes &= ~7u;
+	if (s->o.bpf && s->o.include_kernel)
+		return xb_fail("kernel stacks cannot be sampled with BPF capture (its events exclude the kernel)");
 	/* Hardware cycles where a PMU exists; a software CPU clock where it
 	 * does not (most cloud VMs). */
 	int e = s->o.force_software ? -ENOENT : try_event(s, PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles");
@@ -250,7 +268,10 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 		int r = open_thread(s, tid);
 		if (r == 0)
 			opened++;
-		else if (r == -EACCES || r == -EPERM) {
+		else if (r == -ECANCELED) {
+			closedir(d);
+			return -1; /* the attach callback failed */
+		} else if (r == -EACCES || r == -EPERM) {
 			closedir(d);
 			return xb_fail("permission denied opening perf events on thread %d: needs "
 				       "CAP_PERFMON or kernel.perf_event_paranoid <= 1", (int)tid);
@@ -407,8 +428,8 @@ static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg
 {
 	struct xb_thread *t = &s->threads[i];
 	t->grow = false;
-	if (t->grown)
-		return;
+	if (t->grown || s->o.bpf)
+		return; /* BPF: samples do not go through this ring */
 	t->grown = true;
 	drain(s, t, cb, arg);
 	forget_thread(s, t);
@@ -424,6 +445,11 @@ static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg
 	t->ring_size = len;
 	t->data_size = len - s->page_size;
 	s->rings_grown++;
+	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
+		xb_debug("thread %d: %s\n", (int)t->tid, xb_err());
+		forget_thread(s, t);
+		t->dead = true;
+	}
 }
 
 int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void *arg,

@@ -1,9 +1,11 @@
 /* session.c - attach, sample, resolve, hand to the sinks. */
 #define _GNU_SOURCE
 #include "xb/session.h"
+#include "xb/bpf_capture.h"
 #include "xb/common.h"
 
 #include <errno.h>
+#include <sys/epoll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +107,73 @@ static void raise_priority(struct xb_session *s)
 		s->priority_name = "nice -10 (no CAP_SYS_NICE for SCHED_FIFO)";
 }
 
+/* The address of thread T's scheduler's current_process (0 for other
+ * threads), for the BPF program to read at the moment of a sample. */
+static uint64_t current_process_slot(struct xb_session *s, const struct xb_thread *t)
+{
+	uint64_t esdp;
+	int64_t off = xb_off(&s->vm, XB_F_SCHED_CURRENT_PROCESS);
+	if (t->sched_no <= 0 || off < 0)
+		return 0;
+	int r = t->kind == 's' ? xb_vm_sched_data(&s->vm, t->sched_no, &esdp)
+		: t->kind == 'c' || t->kind == 'i' ? xb_vm_dirty_sched_data(&s->vm, t->kind, t->sched_no, &esdp)
+						   : -1;
+	return r < 0 ? 0 : esdp + (uint64_t)off;
+}
+
+static int attach_thread(void *arg, int fd, const struct xb_thread *t)
+{
+	struct xb_session *s = arg;
+	return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
+}
+
+/* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
+static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
+{
+	struct xb_vm *vm = &s->vm;
+	if (o->include_kernel)
+		return xb_fail("--include-kernel samples kernel frames, which only the perf path records");
+	/* The process struct up to the last field the stack walk reads
+	 * (erlstack.c read_proc), not all of it. */
+	static const enum xb_field proc_fields[] = { XB_F_PROC_ID, XB_F_PROC_REG, XB_F_PROC_HTOP,
+						     XB_F_PROC_STOP, XB_F_PROC_HEAP, XB_F_PROC_HEND,
+						     XB_F_PROC_FCALLS, XB_F_PROC_I, XB_F_PROC_CURRENT };
+	int64_t hi = 0;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(proc_fields); i++)
+		if (xb_off(vm, proc_fields[i]) + 8 > hi)
+			hi = xb_off(vm, proc_fields[i]) + 8;
+	/* and what read_proc_extra reads with it (--by, --schedulers): reds
+	 * and u.initial, up to its arity */
+	int64_t extra[] = { xb_off(vm, XB_F_PROC_REDS),
+			    xb_off(vm, XB_F_PROC_INITIAL) >= 0 && xb_off(vm, XB_F_MFA_ARITY) >= 0
+				    ? xb_off(vm, XB_F_PROC_INITIAL) + xb_off(vm, XB_F_MFA_ARITY) : -1 };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(extra); i++)
+		if (extra[i] >= 0 && extra[i] + 8 > hi)
+			hi = extra[i] + 8;
+	int64_t size = xb_off(vm, XB_F_PROC_SIZE);
+	if (size > 0 && hi > size)
+		hi = size;
+	if (hi <= 0 || hi > 1024 || xb_off(vm, XB_F_PROC_HEAP) < 0 || xb_off(vm, XB_F_PROC_HEND) < 0 ||
+	    xb_off(vm, XB_F_PROC_STOP) < 0)
+		return xb_fail("the release table lacks the process fields BPF capture copies");
+	bool emu = vm->flavor == XB_FLAVOR_EMU;
+	struct xb_bpf_cfg cfg = {
+		.proc_size = (uint32_t)hi,
+		.off_heap = (int32_t)xb_off(vm, XB_F_PROC_HEAP),
+		.off_hend = (int32_t)xb_off(vm, XB_F_PROC_HEND),
+		.off_stop = (int32_t)xb_off(vm, XB_F_PROC_STOP),
+		.off_htop = (int32_t)xb_off(vm, XB_F_PROC_HTOP),
+		.ustack_max = o->user_stack,
+		.estack_max = XB_BPF_ESTACK_BYTES,
+		.estack_margin = XB_BPF_ESTACK_MARGIN,
+		.pm_lo = emu ? vm->sym.process_main : 0,
+		.pm_hi = emu && vm->sym.process_main ? vm->sym.process_main + vm->sym.process_main_size : 0,
+		.E_reg = emu ? s->es.regs.E : -1,
+		.E_alt_reg = emu ? s->es.regs.E : s->es.regs.E_saved,
+	};
+	return xb_bpf_open(&s->bpf, &cfg);
+}
+
 int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 {
 	s->o = *o;
@@ -131,17 +200,47 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 	 * halves the sampler's wakeups (most of its CPU per sample, bench/)
 	 * and stays well inside the 10 ms skid bound. */
 	s->drain_ms = s->vm.flavor == XB_FLAVOR_JIT && !o->keep_old_maps ? 5 : 2;
-	if (o->drain_ms)
-		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
+	/* Capture: BPF where the kernel allows it (the whole state a stack
+	 * walk needs, copied at the moment of the sample), else perf (the
+	 * registers and user stack; the process and its stack read live a
+	 * moment later). */
 	s->capture_name = "perf";
-	s->capture_why = o->capture == XB_CAPTURE_PERF ? "--capture perf" : "BPF capture is not built in";
-	if (o->capture == XB_CAPTURE_BPF)
-		return xb_fail("--capture bpf: %s; use --capture perf or auto", s->capture_why);
+	s->capture_why = "--capture perf";
+	if (o->capture != XB_CAPTURE_PERF) {
+		if (open_bpf(s, o) == 0) {
+			s->capture_name = "bpf";
+			s->capture_why = NULL;
+		} else if (o->capture == XB_CAPTURE_BPF) {
+			return xb_fail("--capture bpf: %s", xb_err());
+		} else {
+			snprintf(s->capture_msg, sizeof(s->capture_msg), "BPF not used: %s", xb_err());
+			s->capture_why = s->capture_msg;
+		}
+	}
+	/* How samples are read: the rings are drained on a timer (every 2 ms
+	 * from an interpreter, 5 ms from a JIT, 10 ms with BPF capture,
+	 * whose state is already captured), not woken per sample.  Woken per
+	 * sample, the perf path would read a process's stack sooner, but the
+	 * sampler would preempt the sampled thread right after each of its
+	 * samples, and on a busy machine that moves where later samples land:
+	 * a 75/25 split measured 64/36 that way, 74/26 on a timer (see
+	 * README, "Skid").  --wakeup N asks for it anyway. */
+	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
+	if (s->bpf)
+		s->drain_ms = 10;
+	else if (o->drain_ms)
+		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
+	s->wakeup = wakeup;
 	struct xb_sampler_opts so = { .freq = o->freq, .period = o->period, .stack_bytes = o->user_stack,
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
-				      .wakeup = o->wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm };
+				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
+				      .bpf = s->bpf != NULL, .attach = s->bpf ? attach_thread : NULL,
+				      .attach_arg = s };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
 		return -1;
+	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
+				&(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0)
+		return xb_fail("epoll_ctl: %s", strerror(errno));
 	raise_priority(s);
 	return 0;
 }
@@ -153,6 +252,50 @@ void xb_session_add_sink(struct xb_session *s, struct xb_sink *k)
 }
 
 /* ---- one sample ---- */
+
+static void on_sample(const struct xb_sample *smp, void *arg);
+
+/* The sampler's index of thread TID (BPF records carry the tid only):
+ * an open-addressing map, rebuilt when the sampler has new threads. */
+static int thread_index(struct xb_session *s, pid_t tid)
+{
+	if (s->tidmap_n != s->smp.nthreads) {
+		size_t cap = 64;
+		while (cap < s->smp.nthreads * 2)
+			cap *= 2;
+		int32_t *m = malloc(cap * sizeof(*m));
+		if (!m)
+			return -1;
+		for (size_t i = 0; i < cap; i++)
+			m[i] = -1;
+		for (size_t i = 0; i < s->smp.nthreads; i++) {
+			if (s->smp.threads[i].dead)
+				continue;
+			size_t h = ((uint32_t)s->smp.threads[i].tid * 2654435761u) & (cap - 1);
+			while (m[h] >= 0)
+				h = (h + 1) & (cap - 1);
+			m[h] = (int32_t)i;
+		}
+		free(s->tidmap);
+		s->tidmap = m;
+		s->tidmap_cap = cap;
+		s->tidmap_n = s->smp.nthreads;
+	}
+	for (size_t h = ((uint32_t)tid * 2654435761u) & (s->tidmap_cap - 1);; h = (h + 1) & (s->tidmap_cap - 1)) {
+		if (s->tidmap[h] < 0)
+			return -1;
+		if (s->smp.threads[s->tidmap[h]].tid == tid)
+			return s->tidmap[h];
+	}
+}
+
+static void on_bpf_sample(const struct xb_sample *smp, void *arg)
+{
+	struct xb_session *s = arg;
+	struct xb_sample c = *smp;
+	c.thread = thread_index(s, smp->tid);
+	on_sample(&c, s);
+}
 
 static void on_sample(const struct xb_sample *smp, void *arg)
 {
@@ -201,7 +344,7 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 				xb_debug("    #%u %s %s\n", k, name, tag);
 			}
 			const struct xb_code *h = xb_codemap_find(&s->cm, uw.erlang_pc - !uw.erlang_pc_exact);
-			xb_debug("    JIT/Erlang frame: %s (regs valid 0x%x)\n", h ? h->name : "?", uw.regs_valid);
+			xb_debug("    JIT/Erlang frame: %s at 0x%llx (regs valid 0x%x)\n", h ? h->name : "?", (unsigned long long)uw.erlang_pc, uw.regs_valid);
 		}
 		return;
 	}
@@ -228,6 +371,11 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 	} else if (es->status == XB_ES_OK || es->status == XB_ES_NO_PROCESS) {
 		st->no_live_read += !es->live_read;
 	}
+	if (smp->capture_faults)
+		st->capture_faults++;
+	if (es->partial && xb_verbose >= 2)
+		xb_debug("partial (tid %d ip %llx): %s\n", (int)smp->tid, (unsigned long long)smp->ip,
+			 es->why ? es->why : "stack moved or process switched out");
 	st->unresolved_frames += es->unresolved;
 	st->truncated_erlang += es->truncated;
 	st->processed++;
@@ -281,7 +429,11 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	sinks_window(s, false);
 	for (;;) {
 		bool gone = false;
-		if (xb_sampler_poll(&s->smp, s->o.wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
+		if (xb_sampler_poll(&s->smp, s->wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
+			rc = -1;
+			break;
+		}
+		if (s->bpf && xb_bpf_consume(s->bpf, on_bpf_sample, s) < 0) {
 			rc = -1;
 			break;
 		}
@@ -322,9 +474,20 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 
 /* ---- reports ---- */
 
+/* Samples the kernel could not deliver: perf's lost records, and with BPF
+ * capture the records its ring had no room for. */
+static uint64_t lost_samples(const struct xb_session *s)
+{
+	struct xb_bpf_stats b = { 0 };
+	if (s->bpf)
+		xb_bpf_stats(s->bpf, &b);
+	return s->smp.lost + b.ring_full;
+}
+
 void xb_session_report_stats(const struct xb_session *s, FILE *f)
 {
 	const struct xb_session_stats *st = &s->st;
+	uint64_t lost = lost_samples(s);
 	const uint64_t *pc = s->es.partial;
 	uint64_t partial = pc[XB_PARTIAL_HEAP_MOVED] + pc[XB_PARTIAL_SWITCHED] + pc[XB_PARTIAL_UNREADABLE] +
 			   pc[XB_PARTIAL_STALE];
@@ -341,19 +504,20 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
 			   "innermost Erlang function only %llu (heap moved %llu, process switched out %llu, "
 			   "unreadable %llu, read too late %llu); "
-			   "no live read %llu; capture %s; drain loop %s; "
+			   "no live read %llu; capture %s (faults %llu); drain loop %s; "
 			   "module changes since attaching %llu\n",
 			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
 			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
 			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
 			(unsigned long long)st->no_regs, (unsigned long long)st->malformed,
-			(unsigned long long)s->smp.lost, (unsigned long long)s->smp.throttled,
+			(unsigned long long)lost, (unsigned long long)s->smp.throttled,
 			(unsigned long long)s->smp.rings_grown, (unsigned long long)st->unresolved_frames,
 			(unsigned long long)s->es.codemap_refreshes, (unsigned long long)s->uw.stack_misses,
 			(unsigned long long)st->depth_limited, (unsigned long long)partial,
 			(unsigned long long)pc[XB_PARTIAL_HEAP_MOVED], (unsigned long long)pc[XB_PARTIAL_SWITCHED],
 			(unsigned long long)pc[XB_PARTIAL_UNREADABLE], (unsigned long long)pc[XB_PARTIAL_STALE],
-			(unsigned long long)st->no_live_read, s->capture_name, s->priority_name,
+			(unsigned long long)st->no_live_read, s->capture_name,
+			(unsigned long long)st->capture_faults, s->priority_name,
 			(unsigned long long)s->uw.modules_changed);
 	}
 	if (st->processed && partial * 10 > st->processed)
@@ -361,9 +525,9 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "function (shown under '%s'): their process garbage collected, was switched "
 			   "out or could not be read before its stack could be\n",
 			100.0 * (double)partial / (double)st->processed, XB_CALLERS_UNKNOWN);
-	if (s->smp.lost && !xb_verbose)
+	if (lost && !xb_verbose)
 		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples (lower -F)\n",
-			(unsigned long long)s->smp.lost);
+			(unsigned long long)lost);
 }
 
 void xb_session_report_skid(const struct xb_session *s, FILE *f)
@@ -389,6 +553,11 @@ void xb_session_close(struct xb_session *s)
 	s->nsinks = 0;
 	if (s->started) {
 		xb_sampler_close(&s->smp);
+		if (s->bpf)
+			xb_bpf_close(s->bpf);
+		s->bpf = NULL;
+		free(s->tidmap);
+		s->tidmap = NULL;
 		xb_frames_free(&s->fr);
 		xb_profile_free(&s->prof);
 		xb_codemap_free(&s->cm);

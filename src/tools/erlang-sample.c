@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "erlang-sample"
 #define MAX_OUTPUTS 6
@@ -40,6 +41,8 @@ struct opts {
 	double duration;
 	size_t top;
 	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime;
+	bool lines, erlang_names, live;
+	double live_interval, live_window;
 	double pstack_wait;
 	const char *blame, *format, *capture;
 	/* --by, --schedulers, --long-calls (issue 13) */
@@ -65,6 +68,8 @@ static const char *const captures[] = { "auto", "bpf", "perf", NULL };
 static struct opts o = {
 	.top = 40,
 	.pstack_wait = 1.0,
+	.live_interval = 1.0,
+	.live_window = 10.0,
 	.format = NULL,
 	.capture = "auto",
 	.long_calls_ms = 2.0,
@@ -86,6 +91,8 @@ static const struct xb_opt options[] = {
 	  "exactly, or with any '_suffix' (copy_struct matches\n"
 	  "copy_struct_x; erts_garbage_collect matches\n"
 	  "erts_garbage_collect_nobump), or as a glob ('copy_*');\n"
+	  "an Erlang function FN (m:f/a, m:f, Foo.Bar.f/a or\n"
+	  "'Elixir.Foo.Bar':f/a) counts its callers;\n"
 	  "in a stack format: the whole stacks of those samples" },
 	{ "schedulers", 0, XB_OPT_FLAG, &o.schedulers, NULL,
 	  "per scheduler: utilization (share of wall time on a CPU,\n"
@@ -111,14 +118,17 @@ static const struct xb_opt options[] = {
 	{ "wakeup", 0, XB_OPT_UINT, &o.s.wakeup, "N",
 	  "be woken every N samples of a thread to read them;\n"
 	  "0 (default) reads all buffers on a timer instead\n"
-	  "(2 ms; 5 ms for a JIT VM), which disturbs the VM\n"
-	  "less (see bench/)", 0, 64 },
+	  "(2 ms; 5 ms for a JIT VM; 10 ms with BPF capture),\n"
+	  "which disturbs the VM less and does not bias where\n"
+	  "samples land on a busy machine (see bench/, README)", 0, 64,
+	  .given = &o.s.wakeup_given },
 	{ "capture", 0, XB_OPT_CHOICE, &o.capture, "auto|bpf|perf",
 	  "how a sample's memory is captured: bpf copies the\n"
 	  "process and its Erlang stack at the moment of the\n"
 	  "sample (no skid); perf copies the user stack and the\n"
 	  "rest is read a moment later; auto (default): bpf when\n"
-	  "the kernel allows it, else perf", .choices = captures },
+	  "the kernel allows it (root, or CAP_BPF and CAP_PERFMON;\n"
+	  "Linux >= 5.8), else perf", .choices = captures },
 	{ "no-realtime", 0, XB_OPT_FLAG, &o.no_realtime, NULL,
 	  "do not run the drain loop at SCHED_FIFO priority (by\n"
 	  "default it does when allowed, so that a saturated\n"
@@ -157,6 +167,25 @@ static const struct xb_opt options[] = {
 	  "(others: --format, else the table); with --schedulers\n"
 	  "and --long-calls: .json is JSON, .txt the table.\n"
 	  "Repeat -o to write several formats of the same samples" },
+	{ "lines", 0, XB_OPT_FLAG, &o.lines, NULL,
+	  "add the source file and line to Erlang frames:\n"
+	  "'name (file.erl:LINE)'; a caller's line is the line of\n"
+	  "its call (from the JIT's line records or the\n"
+	  "interpreter's line tables; none where a module was\n"
+	  "compiled without line info)" },
+	{ "erlang-names", 0, XB_OPT_FLAG, &o.erlang_names, NULL,
+	  "print Elixir modules as the raw atoms\n"
+	  "('Elixir.Foo.Bar':baz/2), not as Foo.Bar.baz/2" },
+	{ "live", 0, XB_OPT_FLAG, &o.live, NULL,
+	  "a live top view on the terminal: the hottest functions\n"
+	  "over the last --live-window seconds and since the\n"
+	  "start (with --blame: the blamed rows); keys: q quit,\n"
+	  "p pause, s switch the sort between the window and the\n"
+	  "whole run" },
+	{ "live-interval", 0, XB_OPT_DOUBLE, &o.live_interval, "SECONDS",
+	  "how often --live redraws (default 1)", 0.1, 3600 },
+	{ "live-window", 0, XB_OPT_DOUBLE, &o.live_window, "SECONDS",
+	  "the recent window --live shows (default 10)", 1, 3600 },
 	{ "skid-summary", 0, XB_OPT_FLAG, &o.skid_summary, NULL,
 	  "print the delay between a sample and our live reads of\n"
 	  "the VM's memory (p50/p90/p99/max, microseconds), and\n"
@@ -264,7 +293,7 @@ static bool sched_mode(void)
 static int check_modes(enum xb_by by)
 {
 	const char *mode = o.pstack ? "--pstack" : o.check ? "--check" : o.schedulers ? "--schedulers"
-			   : o.long_calls ? "--long-calls" : NULL;
+			   : o.long_calls ? "--long-calls" : o.live ? "--live" : NULL;
 	if (o.schedulers && o.long_calls) {
 		fprintf(stderr, PROG ": --schedulers reports the long calls too; pick one of --schedulers and "
 				    "--long-calls\n");
@@ -273,12 +302,15 @@ static int check_modes(enum xb_by by)
 	if (by != XB_BY_NONE && mode) {
 		fprintf(stderr, PROG ": --by groups the samples of a profile; %s %s: drop --by\n", mode,
 			o.pstack ? "already shows one stack per scheduler, with the process it runs"
-			: o.check ? "samples nothing" : "already reports per scheduler, process and CPU");
+			: o.check ? "samples nothing"
+			: o.live ? "shows the hottest functions as they change"
+				 : "already reports per scheduler, process and CPU");
 		return 2;
 	}
-	if (sched_mode() && (o.pstack || o.check || o.blame || o.only_erlang)) {
+	if (sched_mode() && (o.pstack || o.check || o.blame || o.only_erlang || o.live)) {
 		fprintf(stderr, PROG ": %s is a report of its own; drop %s\n", o.schedulers ? "--schedulers" : "--long-calls",
-			o.pstack ? "--pstack" : o.check ? "--check" : o.blame ? "--blame" : "--only-erlang");
+			o.pstack ? "--pstack" : o.check ? "--check" : o.blame ? "--blame" : o.only_erlang ? "--only-erlang"
+			: "--live");
 		return 2;
 	}
 	if (o.long_calls_ms_given && !sched_mode()) {
@@ -412,6 +444,16 @@ int main(int argc, char **argv)
 			o.format);
 		return 2;
 	}
+	if (o.live && (o.pstack || o.check || o.format || o.outputs.n)) {
+		fprintf(stderr, PROG ": --live draws on the terminal; drop %s\n",
+			o.pstack ? "--pstack" : o.check ? "--check" : o.format ? "--format" : "--output");
+		return 2;
+	}
+	if (o.live && !isatty(STDOUT_FILENO)) {
+		fprintf(stderr, PROG ": --live draws on a terminal, and standard output is not one; "
+				"use the table or --format folded -o FILE instead\n");
+		return 2;
+	}
 	enum xb_by by = xb_by_parse(o.by);
 	if (check_modes(by))
 		return 2;
@@ -464,6 +506,8 @@ int main(int argc, char **argv)
 	}
 	if (xb_session_start(&s, &o.s) < 0)
 		goto failed;
+	s.fr.lines = o.lines;
+	s.fr.erlang_names = o.erlang_names;
 	if (o.blame) {
 		char close[512];
 		if (!blame_target_exists(&s, o.blame, close, sizeof(close))) {
@@ -480,14 +524,23 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	static char title[160]; /* the sinks keep it until they write */
-	snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
-		 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
-		 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
-	/* One sink per output, in the order of the outputs. */
+	static char title[256]; /* the sinks keep it until they write */
+	if (o.live)
+		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
+			 s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor));
+	else
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
+			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
+			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
+	/* One sink per output, in the order of the outputs (sinks[i] writes
+	 * outs[i]); then the sinks that only show how the run goes. */
 	for (size_t i = 0; i < nouts; i++) {
 		struct xb_sink *k;
-		if (o.pstack) {
+		if (o.live) {
+			struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window,
+						   .blame = o.blame, .only_erlang = o.only_erlang, .title = title };
+			k = xb_live_sink_new(&lo, &s.prof);
+		} else if (o.pstack) {
 			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
 			k = xb_pstack_sink_new(&po);
 		} else if (sched_mode()) {
@@ -506,6 +559,12 @@ int main(int argc, char **argv)
 		}
 		xb_session_add_sink(&s, k);
 	}
+	/* A run writing to files shows how it goes, where someone watches. */
+	if (o.outputs.n && !o.pstack && !o.check && isatty(STDERR_FILENO)) {
+		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
+		if (pg)
+			xb_session_add_sink(&s, pg);
+	}
 	if (xb_verbose)
 		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
 				 "%zu threads; %zu code entries; capture %s (%s); drain loop %s\n",
@@ -523,8 +582,9 @@ int main(int argc, char **argv)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 
-	for (size_t i = 0; i < s.nsinks && i < nouts; i++)
-		if (s.sinks[i]->ops->write && s.sinks[i]->ops->write(s.sinks[i], &s, outs[i].f) < 0)
+	for (size_t i = 0; i < s.nsinks; i++)
+		if (s.sinks[i]->ops->write &&
+		    s.sinks[i]->ops->write(s.sinks[i], &s, i < nouts ? outs[i].f : stderr) < 0)
 			goto failed;
 	if (o.skid_summary) {
 		/* after the table, or on stderr when the result is not text */

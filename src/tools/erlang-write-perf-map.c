@@ -2,6 +2,7 @@
  * that stock perf can name its Erlang code.
  *
  *   erlang-write-perf-map [-o PATH|-] [--watch] [--no-fold] PID
+ *   perf script | erlang-write-perf-map --symbolize [PID|MAP]
  */
 #define _GNU_SOURCE
 #include "xb/cli.h"
@@ -27,7 +28,7 @@ static void on_signal(int sig)
 }
 
 static const char *out_path;
-static bool watch, no_fold, help, version;
+static bool watch, no_fold, help, version, symbolize;
 static unsigned interval_ms = 200;
 
 static const struct xb_opt options[] = {
@@ -40,6 +41,12 @@ static const struct xb_opt options[] = {
 	{ "no-fold", 0, XB_OPT_FLAG, &no_fold, NULL,
 	  "keep the JIT's separate 'M:F/A-CodeInfoPrologue' entries\n"
 	  "(a line-for-line copy of the VM's own +JPperf map)" },
+	{ "symbolize", 0, XB_OPT_FLAG, &symbolize, NULL,
+	  "read `perf script` output on stdin and write it to\n"
+	  "stdout with the JIT addresses perf left [unknown]\n"
+	  "named (samples and callchains), from the VM PID's\n"
+	  "code map or from a perf map file MAP; no operand: the\n"
+	  "VM of the first sample whose thread runs a beam" },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "say what was found on stderr" },
 	{ "help", 'h', XB_OPT_FLAG, &help, NULL, "this help" },
 	{ "version", 0, XB_OPT_FLAG, &version, NULL, "print the version" },
@@ -47,7 +54,7 @@ static const struct xb_opt options[] = {
 
 static const struct xb_cli cli = {
 	.prog = "erlang-write-perf-map",
-	.usage = "[OPTIONS] PID",
+	.usage = "[OPTIONS] PID\n       erlang-write-perf-map --symbolize [PID|MAP] < perf-script-output",
 	.summary = "Write a perf map (/tmp/perf-PID.map) naming the Erlang code of a running BEAM.\n",
 	.opts = options,
 	.nopts = XB_ARRAY_SIZE(options),
@@ -81,6 +88,127 @@ static bool vm_writes_map(struct xb_vm *vm, const char *path)
 	if (d)
 		closedir(d);
 	return found;
+}
+
+/* The VM of the first sample in `perf script` output whose thread runs a
+ * beam: perf prints "COMM TID ..." (or "COMM PID/TID") first on a sample's
+ * line.  The lines read meanwhile are kept in *HEAD for the output. */
+static int first_beam_pid(FILE *in, char **head, size_t *headlen)
+{
+	char *line = NULL;
+	size_t cap = 0, hcap = 0;
+	ssize_t len;
+	int pid = -1;
+	*head = NULL;
+	*headlen = 0;
+	while (pid < 0 && (len = getline(&line, &cap, in)) > 0) {
+		if (xb_grow((void **)head, &hcap, *headlen + (size_t)len + 1, 1) < 0)
+			break;
+		memcpy(*head + *headlen, line, (size_t)len);
+		*headlen += (size_t)len;
+		if (line[0] == '\t' || line[0] == '#')
+			continue;
+		/* COMM may hold spaces: take the first number token after it */
+		for (char *p = line; *p && pid < 0; p++) {
+			if (p == line || p[-1] != ' ' || *p < '1' || *p > '9')
+				continue;
+			char *end;
+			long v = strtol(p, &end, 10);
+			if (*end == '/')
+				v = strtol(end + 1, &end, 10); /* PID/TID: the tid */
+			if ((*end != ' ' && *end != '\t') || v <= 0 || v > 4194304)
+				continue;
+			char exe[64], target[4096];
+			snprintf(exe, sizeof(exe), "/proc/%ld/exe", v);
+			ssize_t n = readlink(exe, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = 0;
+				const char *b = strrchr(target, '/');
+				if (strncmp(b ? b + 1 : target, "beam", 4) == 0)
+					pid = (int)v;
+			}
+			break;
+		}
+	}
+	free(line);
+	return pid;
+}
+
+static int run_symbolize(int argc, char **argv, int first)
+{
+	struct xb_codemap cm;
+	struct xb_vm vm;
+	bool attached = false;
+	char *head = NULL;
+	size_t headlen = 0;
+	int pid = -1;
+	if (first < argc - 1) {
+		fprintf(stderr, "erlang-write-perf-map: --symbolize takes one PID or MAP file at most\n");
+		return 2;
+	}
+	const char *arg = first == argc - 1 ? argv[first] : NULL;
+	if (arg && strspn(arg, "0123456789") != strlen(arg)) {
+		if (xb_perfmap_read(arg, &cm) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			return 1;
+		}
+	} else {
+		if (arg && xb_parse_pid(arg, &pid) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			return 2;
+		}
+		if (!arg && (pid = first_beam_pid(stdin, &head, &headlen)) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: --symbolize: no sample of a running beam in the "
+					"input; pass the VM's PID or a perf map file\n");
+			if (headlen)
+				fwrite(head, 1, headlen, stdout);
+			free(head);
+			return 1;
+		}
+		attached = true;
+		if (xb_vm_attach(&vm, pid) < 0 || xb_codemap_build(&vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
+			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			xb_vm_detach(&vm);
+			free(head);
+			return 1;
+		}
+	}
+	/* executable mappings of the JIT's memfd: perf prints callchain
+	 * addresses there relative to it */
+	struct xb_reloc rel[8];
+	size_t nrel = 0;
+	for (size_t i = 0; attached && i < vm.mem.maps.n && nrel < XB_ARRAY_SIZE(rel); i++) {
+		const struct xb_map *m = &vm.mem.maps.v[i];
+		if (m->executable && strncmp(m->path, "/memfd:", 7) == 0 && m->start >= m->offset)
+			rel[nrel++] = (struct xb_reloc){ m->path, m->start - m->offset };
+	}
+	struct xb_symbolize_stats st = { 0 }, st2;
+	int rc = 0;
+	if (headlen) {
+		FILE *h = fmemopen(head, headlen, "r");
+		rc = h ? xb_symbolize(h, stdout, &cm, rel, nrel, &st) : xb_fail("fmemopen: %m");
+		if (h)
+			fclose(h);
+	}
+	if (rc == 0)
+		rc = xb_symbolize(stdin, stdout, &cm, rel, nrel, &st2);
+	if (rc == 0)
+		rc = xb_flush_check(stdout, "standard output");
+	st.lines += st2.lines;
+	st.unknown += st2.unknown;
+	st.named += st2.named;
+	if (rc < 0)
+		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+	else if (xb_verbose)
+		fprintf(stderr, "erlang-write-perf-map: --symbolize: %llu lines, %llu unnamed addresses, %llu "
+				"named from %s (%zu code entries)\n",
+			(unsigned long long)st.lines, (unsigned long long)st.unknown, (unsigned long long)st.named,
+			arg && pid < 0 ? arg : "the VM", cm.n);
+	xb_codemap_free(&cm);
+	if (attached)
+		xb_vm_detach(&vm);
+	free(head);
+	return rc < 0 ? 1 : 0;
 }
 
 static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct xb_codemap *cm)
@@ -119,6 +247,14 @@ int main(int argc, char **argv)
 	if (version) {
 		printf("erlang-write-perf-map %s\n", XB_VERSION);
 		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
+	}
+	if (symbolize) {
+		if (out_path || watch) {
+			fprintf(stderr, "erlang-write-perf-map: --symbolize writes to stdout; drop %s\n",
+				out_path ? "-o" : "--watch");
+			return 2;
+		}
+		return run_symbolize(argc, argv, first);
 	}
 	unsigned flags = no_fold ? 0 : XB_CM_FOLD_PROLOGUE;
 	const char *out = out_path;

@@ -118,6 +118,21 @@ def debian_module(name, package):
 # ---------------------------------------------------------------------------
 # the table and folded text: the truth as our existing writers print it
 
+# Every frame of the synthetic profile that has a file and line
+# (tests/tools/synth_profile.c, small_frames).
+ALL_FILES = dict(FILES)
+ALL_FILES.update({b"app:b/1": ("app.erl", 20), b"app:c/1": ("app.erl", 30),
+                  b"app:d/1": ("app.erl", 40)})
+
+
+def text_name(name):
+    """A frame as the text outputs (table, folded) print it: with its
+    source file and line when it has them (xb_fname_text)."""
+    if name in ALL_FILES:
+        return name + b" (%s:%d)" % (ALL_FILES[name][0].encode(), ALL_FILES[name][1])
+    return name
+
+
 def test_table_and_folded_match_truth():
     table = open(write("table"), "rb").read().decode("utf-8", "replace").splitlines()
     check(table[0].startswith("processed %d/" % TOTAL), "first line: %r" % table[0])
@@ -129,12 +144,12 @@ def test_table_and_folded_match_truth():
     for leaf, share in leaf_shares().items():
         if share < 1 or b"\n" in leaf or b"\xff" in leaf:
             continue
-        got = rows.get(leaf.decode())
+        got = rows.get(text_name(leaf).decode())
         check(got and abs(got[1] - share) < 0.01, "table row for %r: %r, want %.2f%%"
               % (leaf, got, share))
     folded = open(write("folded"), "rb").read()
-    check(b";".join(CHAIN) + b" 4000\n" in folded, "folded: the chain line is missing",
-          folded[:500].decode("utf-8", "replace"))
+    check(b";".join(text_name(f) for f in CHAIN) + b" 4000\n" in folded,
+          "folded: the chain line is missing", folded[:500].decode("utf-8", "replace"))
 
 
 # ---------------------------------------------------------------------------

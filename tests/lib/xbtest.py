@@ -19,6 +19,9 @@ Targets
         target names.  Undecorated tests run once, with no argument.
     @timeout(SECONDS)
         this test's time limit (default: run.py --timeout, 120 s).
+    @suite(NAME...)
+        run only in these suites (e.g. "package"); others run in default
+        and matrix.
 
 Starting a VM
     with VM(target, extra_args=["+JPperf", "map"], schedulers=2) as vm:
@@ -96,6 +99,15 @@ def per_vm(flavor=None, debug=None, only=None, exclude=None):
 def timeout(seconds):
     def deco(fn):
         fn.xb_timeout = seconds
+        return fn
+    return deco
+
+
+def suite(*names):
+    """Run this test only in the suites named (run.py --suite NAME); tests
+    without it run in the default and matrix suites."""
+    def deco(fn):
+        fn.xb_suites = names
         return fn
     return deco
 

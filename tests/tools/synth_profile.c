@@ -26,17 +26,11 @@ int synth_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nn
 	return 0;
 }
 
-/* Intern with file and line. */
+/* Intern with file and line (part of a frame's identity). */
 static uint32_t frame(struct xb_profile *p, const char *name, const char *tag,
 		      enum xb_frame_kind kind, const char *file, uint32_t line)
 {
-	size_t before = p->nnames;
-	uint32_t id = xb_profile_intern(p, name, tag, kind);
-	if (p->nnames > before && file) {
-		p->names[id].file = strdup(file);
-		p->names[id].line = line;
-	}
-	return id;
+	return xb_profile_intern_at(p, name, tag, kind, file, line);
 }
 
 /* ---- the small profile ---------------------------------------------------- */

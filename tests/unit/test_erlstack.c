@@ -241,6 +241,44 @@ static void t_jit_heap_moved(void)
 	xb_remote_close(&fx.vm.mem);
 }
 
+/* Captured in the middle of a garbage collection: c_p->stop is already
+ * the stack's place in the new heap (outside [heap, hend], which are still
+ * the old heap's).  The stack found there, down to beam_normal_exit, is
+ * the sample's; without it only the leaf is kept. */
+static void t_jit_mid_gc_moved_stack(void)
+{
+	static uint64_t newstack[8];
+	setup(XB_FLAVOR_JIT);
+	uint64_t ra = F_START + 0x70, NEWS = 0x9000000;
+	static const uint8_t mov_rsp_stop[] = { 0x49, 0x8b, 0x65, 88 };
+	memcpy(fx.code[1], mov_rsp_stop, sizeof(mov_rsp_stop));
+	memcpy(fx.proc + 88, &NEWS, 8);
+	newstack[0] = G_START + 0x40;
+	newstack[1] = XB_NIL;
+	newstack[2] = H_START + 0x20;
+	newstack[3] = NORMAL_EXIT;
+	region(ra, fx.code[1], sizeof(fx.code[1]));
+	region(C_P, fx.proc, sizeof(fx.proc));
+	region(NEWS, newstack, sizeof(newstack));
+	open_snapshot();
+	struct xb_sample s = { .ip = 0x555500001000, .user = true };
+	struct xb_unwind uw = { .stop = XB_UW_REACHED_ERLANG, .erlang_pc = ra, .n = 2 };
+	uw.regs[XB_PREG_R13] = C_P;
+	uw.regs_valid = 1u << XB_PREG_R13;
+	static struct xb_estack es;
+	xb_erlang_stack(&fx.st, &s, &uw, 's', 0, &es);
+	expect(&es, FGH, 3);
+	CHECK(es.complete && !es.partial && es.nexact == 3, "complete %d partial %d nexact %u", es.complete,
+	      es.partial, es.nexact);
+	/* the moved stack does not reach beam_normal_exit in the capture */
+	newstack[3] = XB_NIL;
+	xb_erlang_stack(&fx.st, &s, &uw, 's', 0, &es);
+	expect(&es, FGH, 1);
+	CHECK(es.partial && es.partial_cause == XB_PARTIAL_HEAP_MOVED, "partial %d cause %d", es.partial,
+	      es.partial_cause);
+	xb_remote_close(&fx.vm.mem);
+}
+
 /* A deep stack past the capture: the captured part is exact, the rest
  * would be read live, which a snapshot cannot: the walk stops there
  * (truncated) with the exact prefix counted. */
@@ -326,5 +364,6 @@ void erlstack_cases(void)
 	run_case("erlstack_jit_unreadable_keeps_leaf", t_jit_unreadable_keeps_leaf);
 	run_case("erlstack_jit_heap_moved", t_jit_heap_moved);
 	run_case("erlstack_jit_capture_boundary", t_jit_capture_boundary);
+	run_case("erlstack_jit_mid_gc_moved_stack", t_jit_mid_gc_moved_stack);
 	run_case("erlstack_emu_in_process_main", t_emu_in_process_main);
 }

@@ -13,6 +13,7 @@
  * truncated-buffer cases use exact-size heap buffers so that any read past
  * the end is caught. */
 #define _GNU_SOURCE
+#include "xb/bpf_capture.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/demangle.h"
@@ -708,6 +709,236 @@ static void t_sampler_parse(void)
 		CHECK(xb_sampler_parse(rec, cut, false, &smp) < 0, "truncated record at %zu accepted", cut);
 }
 
+/* ---- xb_bpf_parse: records of the BPF capture program ---------------- */
+
+enum { T_PROC = 776, T_USTACK = 100, T_ESTACK = 64 };
+#define T_SP 0x7f0000001000ull
+#define T_SLOT 0x55550000a8ull
+#define T_CP 0x5555aaaa00ull
+#define T_ESTACK_AT 0x7f1000002000ull
+
+/* A well-formed record (as capture.bpf.c writes it) in an exact-size heap
+ * buffer, so that ASan catches any read past its end.  Lengths 0 leave a
+ * part out. */
+static uint8_t *bpf_rec(struct xb_bpf_rec *h, uint32_t proc, uint32_t ust, uint32_t est, size_t *len)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = XB_BPF_MAGIC;
+	h->version = XB_BPF_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->tid = 4242;
+	h->pid = 4200;
+	h->cpu = 1;
+	h->time_ns = 123456789;
+	for (int r = 0; r < XB_BPF_NREGS; r++)
+		h->regs[r] = 0x1000 + (uint64_t)r;
+	h->regs[XB_PREG_SP] = T_SP;
+	h->regs[XB_PREG_IP] = 0x400123;
+	h->slot = T_SLOT;
+	h->c_p = T_CP;
+	h->proc_addr = proc ? T_CP : 0;
+	h->ustack_addr = T_SP;
+	h->estack_addr = est ? T_ESTACK_AT : 0;
+	h->proc_len = proc;
+	h->ustack_len = ust;
+	h->estack_len = est;
+	h->faults = 2;
+	h->total_len = (uint32_t)(sizeof(*h) + proc + ust + est);
+	*len = h->total_len;
+	uint8_t *b = malloc(*len);
+	memcpy(b, h, sizeof(*h));
+	for (size_t i = sizeof(*h); i < *len; i++)
+		b[i] = (uint8_t)(i * 7);
+	return b;
+}
+
+/* Copy of B with the header replaced by H (exact size LEN). */
+static uint8_t *bpf_rec_with(const uint8_t *b, size_t len, const struct xb_bpf_rec *h)
+{
+	uint8_t *c = malloc(len);
+	memcpy(c, b, len);
+	memcpy(c, h, sizeof(*h) <= len ? sizeof(*h) : len);
+	return c;
+}
+
+static bool regions_inside(const struct xb_sample *s, const uint8_t *b, size_t len)
+{
+	for (unsigned i = 0; i < s->nregions; i++) {
+		const struct xb_region *r = &s->regions[i];
+		if (r->data < b || r->len > len || (size_t)(r->data - b) > len - r->len)
+			return false;
+	}
+	return !s->stack || (s->stack >= b && s->stack_size <= len && (size_t)(s->stack - b) <= len - s->stack_size);
+}
+
+static void t_bpf_parse_roundtrip(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	struct xb_sample s;
+	memset(&s, 0xa5, sizeof(s));
+	CHECK(xb_bpf_parse(b, len, &s) == 0, "well-formed record rejected");
+	CHECK(s.tid == 4242 && s.cpu == 1 && s.time_ns == 123456789 && s.ip == 0x400123, "header fields");
+	CHECK(s.user && s.bpf && s.thread == -1 && s.capture_faults == 2, "flags");
+	CHECK(s.regs[XB_PREG_AX] == 0x1000 && s.regs[XB_PREG_R15] == 0x1000 + XB_PREG_R15 &&
+	      s.regs[XB_PREG_SP] == T_SP, "registers");
+	const uint8_t *data = b + sizeof(h);
+	CHECK(s.stack == data + T_PROC && s.stack_size == T_USTACK, "stack = the user-stack copy");
+	CHECK(s.nregions == 4, "%u regions, want 4", s.nregions);
+	CHECK(s.regions[0].addr == T_SP && s.regions[0].len == T_USTACK && s.regions[0].data == s.stack,
+	      "regions[0]: user stack");
+	uint64_t cp = 0;
+	if (s.nregions == 4)
+		memcpy(&cp, s.regions[1].data, 8);
+	CHECK(s.regions[1].addr == T_SLOT && s.regions[1].len == 8 && cp == T_CP, "regions[1]: slot -> c_p");
+	CHECK(s.regions[2].addr == T_CP && s.regions[2].len == T_PROC && s.regions[2].data == data,
+	      "regions[2]: process");
+	CHECK(s.regions[3].addr == T_ESTACK_AT && s.regions[3].len == T_ESTACK &&
+	      s.regions[3].data == data + T_PROC + T_USTACK, "regions[3]: Erlang-stack tail");
+	CHECK(regions_inside(&s, b, len), "a region points outside the record");
+	/* A longer buffer (the ring rounds records up) is fine. */
+	uint8_t *big = calloc(1, len + 8);
+	memcpy(big, b, len);
+	CHECK(xb_bpf_parse(big, len + 8, &s) == 0 && s.nregions == 4, "record in a longer buffer");
+	free(big);
+	free(b);
+}
+
+static void t_bpf_parse_shapes(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	struct xb_sample s;
+	/* JIT running Erlang code: the user stack is the Erlang stack, no tail. */
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, 0, &len);
+	CHECK(xb_bpf_parse(b, len, &s) == 0 && s.nregions == 3 && s.regions[2].addr == T_CP, "no tail");
+	free(b);
+	/* A thread that is no scheduler: no slot, no process. */
+	b = bpf_rec(&h, 0, T_USTACK, 0, &len);
+	h.slot = h.c_p = 0;
+	uint8_t *c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 1 && s.stack_size == T_USTACK, "no slot");
+	free(c);
+	/* Scheduler idle (c_p 0): the slot, nothing else. */
+	h.slot = T_SLOT;
+	h.c_p = 0;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 2 && s.regions[1].addr == T_SLOT, "idle");
+	free(c);
+	/* The slot could not be read: no slot region. */
+	h.flags = XB_BPF_F_SLOT_FAULT;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && s.nregions == 1, "slot fault");
+	free(c);
+	free(b);
+	/* Kernel registers (an event without exclude_kernel): no user data. */
+	b = bpf_rec(&h, 0, 0, 0, &len);
+	h.flags = XB_BPF_F_KERNEL_REGS;
+	c = bpf_rec_with(b, len, &h);
+	CHECK(xb_bpf_parse(c, len, &s) == 0 && !s.user && s.nregions == 0 && !s.stack &&
+	      s.regs[XB_PREG_SP] == 0, "kernel registers");
+	free(c);
+	free(b);
+	/* Empty user stack (the copy failed at once). */
+	b = bpf_rec(&h, T_PROC, 0, T_ESTACK, &len);
+	CHECK(xb_bpf_parse(b, len, &s) == 0 && !s.stack && s.nregions == 3 && s.regions[0].addr == T_SLOT,
+	      "no user stack");
+	free(b);
+}
+
+/* Damage number I to a good header: what it breaks, or NULL past the last. */
+static const char *bpf_damage(int i, struct xb_bpf_rec *r)
+{
+	switch (i) {
+	case 0: r->magic ^= 1; return "wrong magic";
+	case 1: r->version++; return "wrong version";
+	case 2: r->hdr_size += 8; return "header size";
+	case 3: r->total_len += 8; return "total_len past the end";
+	case 4: r->total_len -= 8; return "total_len short of the parts";
+	case 5: r->ustack_len += 1u << 20; r->total_len += 1u << 20; return "ustack_len past the end";
+	case 6: r->proc_len = 0xffffffff; return "proc_len past the end";
+	case 7: r->estack_len = r->total_len = 0x80000000u; return "estack_len past the end";
+	case 8: r->proc_len = 0xfffffff0u; r->ustack_len = 0x20; return "lengths that wrap";
+	case 9: r->proc_len += 2048; r->total_len += 2048; return "proc_len over the maximum";
+	case 10: r->ustack_addr += 8; return "ustack not at SP";
+	case 11: r->proc_addr += 8; return "process not at c_p";
+	case 12: r->slot = 0; return "process without a slot";
+	case 13: r->c_p = r->proc_addr = 0; return "process with c_p 0";
+	case 14: r->flags |= XB_BPF_F_SLOT_FAULT; return "process after a slot fault";
+	case 15: r->estack_addr = 0; return "estack at 0";
+	case 16: r->estack_addr = ~0ull - 16; return "estack wraps";
+	case 17: r->ustack_addr = r->regs[XB_PREG_SP] = ~0ull - 16; return "ustack wraps";
+	case 18: r->slot = ~0ull - 3; return "slot wraps";
+	case 19: r->tid = 0; return "tid 0";
+	case 20: r->flags |= XB_BPF_F_KERNEL_REGS; return "kernel registers with user data";
+	default: return NULL;
+	}
+}
+
+static void t_bpf_parse_malformed(void)
+{
+	struct xb_bpf_rec h, m;
+	size_t len;
+	struct xb_sample s;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	/* Truncated anywhere: exact-size copies. */
+	for (size_t cut = 0; cut < len; cut += cut < 400 ? 1 : 37) {
+		uint8_t *c = malloc(cut ? cut : 1);
+		memcpy(c, b, cut);
+		CHECK(xb_bpf_parse(c, cut, &s) < 0, "record truncated to %zu bytes accepted", cut);
+		free(c);
+	}
+	CHECK(xb_bpf_parse(NULL, 0, &s) < 0, "NULL accepted");
+	/* Each header change below must be refused. */
+	for (int i = 0;; i++) {
+		m = h;
+		const char *what = bpf_damage(i, &m);
+		if (!what)
+			break;
+		uint8_t *c = bpf_rec_with(b, len, &m);
+		CHECK(xb_bpf_parse(c, len, &s) < 0, "%s: accepted", what);
+		free(c);
+	}
+	/* An estack without a process. */
+	uint8_t *e = bpf_rec(&m, 0, T_USTACK, T_ESTACK, &len);
+	CHECK(xb_bpf_parse(e, len, &s) < 0, "Erlang-stack tail without a process: accepted");
+	free(e);
+	free(b);
+}
+
+/* Random damage to a good record: never a read outside it (ASan), and
+ * what is accepted points inside it. */
+static void t_bpf_parse_fuzz(void)
+{
+	struct xb_bpf_rec h;
+	size_t len;
+	uint8_t *b = bpf_rec(&h, T_PROC, T_USTACK, T_ESTACK, &len);
+	uint64_t x = 0x9E3779B97F4A7C15ull;
+	unsigned accepted = 0;
+	for (int i = 0; i < 20000; i++) {
+		uint8_t *c = malloc(len);
+		memcpy(c, b, len);
+		int flips = 1 + (int)(x % 4);
+		for (int f = 0; f < flips; f++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			size_t at = (size_t)(x % sizeof(h)); /* the header decides everything */
+			c[at] ^= (uint8_t)(1u << (x >> 40) % 8);
+		}
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t n = x % 5 == 0 ? (size_t)(x >> 32) % len : len;
+		struct xb_sample s;
+		if (xb_bpf_parse(c, n, &s) == 0) {
+			accepted++;
+			CHECK(regions_inside(&s, c, n), "fuzz case %d: a region points outside the record", i);
+			CHECK(s.nregions <= XB_MAX_REGIONS, "fuzz case %d: %u regions", i, s.nregions);
+		}
+		free(c);
+	}
+	CHECK(accepted > 0, "no damaged record accepted at all (damage to registers is harmless)");
+	free(b);
+}
+
 /* ---- aggregation and percentiles ------------------------------------- */
 
 static void t_profile_flat_and_blame(void)
@@ -1271,6 +1502,10 @@ int main(int argc, char **argv)
 	run_case("thread_name_match", t_thread_name_match);
 	run_case("blame_match", t_blame_match);
 	run_case("sampler_parse", t_sampler_parse);
+	run_case("bpf_parse_roundtrip", t_bpf_parse_roundtrip);
+	run_case("bpf_parse_shapes", t_bpf_parse_shapes);
+	run_case("bpf_parse_malformed", t_bpf_parse_malformed);
+	run_case("bpf_parse_fuzz", t_bpf_parse_fuzz);
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
 	run_case("skid_histogram", t_skid_histogram);
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
@@ -1288,6 +1523,7 @@ int main(int argc, char **argv)
 	run_case("flamegraph_escaped_deterministic", t_flamegraph_escaped);
 	run_case("pprof_round_trip", t_pprof_round_trip);
 	erlstack_cases();
+	names_cases();
 	sched_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;

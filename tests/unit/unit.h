@@ -23,6 +23,8 @@ void run_case(const char *name, void (*fn)(void));
 
 /* test_erlstack.c */
 void erlstack_cases(void);
+/* test_names.c */
+void names_cases(void);
 /* test_sched.c */
 void sched_cases(void);
 

@@ -20,9 +20,22 @@
 %%                         yields, so process_info current_function often
 %%                         shows erlang:bif_return_trap/2.)
 %%                         Returns {SenderPid, ReceiverPid}.
+%%   xb_copy:start_sink(Size)  a sender (registered `xb_sender`) that sends
+%%                         the term to a sink (registered `xb_receiver`,
+%%                         message_queue_data off_heap: the sender copies
+%%                         each message into a heap fragment, the sink only
+%%                         drops it) in sink_loop/3, forever; every 1024
+%%                         messages it looks at the sink's queue and, when
+%%                         more than 4000 are waiting, sleeps 10 ms.  So its
+%%                         CPU time is copying (erl_send: size_object +
+%%                         copy_struct) and a short loop, in a mix that
+%%                         does not depend on how much CPU the VM or the
+%%                         sink gets (a saturated machine included).
+%%                         Returns {SenderPid, SinkPid}.
 %%   xb_copy:stop()        kill both.
 -module(xb_copy).
--export([start/0, start/1, stop/0, sender/2, receiver/2, send_loop/2]).
+-export([start/0, start/1, start_sink/1, stop/0, sender/2, receiver/2, send_loop/2,
+         sink/0, sink_sender/2, sink_loop/3]).
 
 -define(ACK_EVERY, 50).
 -define(MAX_AHEAD, 200).
@@ -36,6 +49,31 @@ start(Size) when is_integer(Size), Size > 0 ->
     S = spawn(?MODULE, sender, [R, Size]),
     register(xb_sender, S),
     {S, R}.
+
+start_sink(Size) when is_integer(Size), Size > 0 ->
+    stop(),
+    R = spawn_opt(?MODULE, sink, [], [{message_queue_data, off_heap}]),
+    register(xb_receiver, R),
+    S = spawn(?MODULE, sink_sender, [R, Size]),
+    register(xb_sender, S),
+    {S, R}.
+
+sink() ->
+    receive _ -> sink() end.
+
+sink_sender(R, Size) ->
+    sink_loop(R, [{I, I * 2, <<"xb">>, [I]} || I <- lists:seq(1, Size)], 0).
+
+sink_loop(R, Term, N) when N band 1023 =:= 0 ->
+    case process_info(R, message_queue_len) of
+        {message_queue_len, L} when L > 4000 -> receive after 10 -> ok end;
+        _ -> ok
+    end,
+    R ! {data, Term},
+    sink_loop(R, Term, N + 1);
+sink_loop(R, Term, N) ->
+    R ! {data, Term},
+    sink_loop(R, Term, N + 1).
 
 stop() ->
     [exit(P, kill) || N <- [xb_sender, xb_receiver], (P = whereis(N)) =/= undefined],

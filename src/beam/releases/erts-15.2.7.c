@@ -79,6 +79,13 @@ const struct xb_release xb_release_erts_15_2_7 = {
 			[XB_F_LINEINFO_SIZE] = XB_NOFIELD, /* line_info size */
 			[XB_F_LINEINFO_FILE_LENGTH] = XB_NOFIELD, /* line_info.file_length */
 			[XB_F_LINEINFO_FILE] = XB_NOFIELD, /* line_info.file */
+			[XB_F_LINEINFO_START] = XB_NOFIELD, /* line_info.start_offset */
+			[XB_F_LINEINFO_LINE] = XB_NOFIELD, /* line_info.line_number */
+			[XB_F_CODEHDR_LINE_TABLE] = XB_NOFIELD, /* beam_code_header.line_table */
+			[XB_F_LINETAB_FNAME_PTR] = XB_NOFIELD, /* BeamCodeLineTab_.fname_ptr */
+			[XB_F_LINETAB_LOC_SIZE] = XB_NOFIELD, /* BeamCodeLineTab_.loc_size */
+			[XB_F_LINETAB_LOC_TAB] = XB_NOFIELD, /* BeamCodeLineTab_.loc_tab */
+			[XB_F_LINETAB_FUNC_TAB] = XB_NOFIELD, /* BeamCodeLineTab_.func_tab */
 			[XB_F_PROC_REDS] = XB_NOFIELD, /* process.reds */
 			[XB_F_PROC_INITIAL] = XB_NOFIELD, /* process.u.initial */
 		},
@@ -153,6 +160,13 @@ const struct xb_release xb_release_erts_15_2_7 = {
 			[XB_F_LINEINFO_SIZE] = 12, /* line_info size (jit/beam_jit_metadata.cpp) */
 			[XB_F_LINEINFO_FILE_LENGTH] = 8, /* line_info.file_length (jit/beam_jit_metadata.cpp) */
 			[XB_F_LINEINFO_FILE] = 10, /* line_info.file (jit/beam_jit_metadata.cpp) */
+			[XB_F_LINEINFO_START] = 0, /* line_info.start_offset (jit/beam_jit_metadata.cpp) */
+			[XB_F_LINEINFO_LINE] = 4, /* line_info.line_number (jit/beam_jit_metadata.cpp) */
+			[XB_F_CODEHDR_LINE_TABLE] = 72, /* beam_code_header.line_table (beam_code.h) */
+			[XB_F_LINETAB_FNAME_PTR] = 0, /* BeamCodeLineTab_.fname_ptr (beam_code.h) */
+			[XB_F_LINETAB_LOC_SIZE] = 8, /* BeamCodeLineTab_.loc_size (beam_code.h) */
+			[XB_F_LINETAB_LOC_TAB] = 16, /* BeamCodeLineTab_.loc_tab (beam_code.h) */
+			[XB_F_LINETAB_FUNC_TAB] = 24, /* BeamCodeLineTab_.func_tab (beam_code.h) */
 			[XB_F_PROC_REDS] = 272, /* process.reds (erl_process.h) */
 			[XB_F_PROC_INITIAL] = 440, /* process.u.initial (erl_process.h) */
 		},

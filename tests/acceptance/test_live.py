@@ -1,0 +1,150 @@
+"""--live (a top view in the terminal) and the progress line (issue 14).
+
+--live runs in a real terminal: tmux, 80x24; the screen must show the
+workload's hot function and refresh; 'q' exits 0 and ^C exits too, both
+leaving the terminal as they found it (main screen, cursor on, canonical
+mode and echo).  Without a terminal on stdout it refuses with one line.
+The progress line appears on stderr only when stderr is a terminal.
+"""
+
+import os
+import pty
+import re
+import select
+import shutil
+import subprocess
+import time
+
+from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, tmpdir,
+                    tool_path, wait_for)
+
+TOOL = "erlang-sample"
+
+
+def tmux(*args, check_rc=True):
+    r = subprocess.run(["tmux"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=20)
+    if check_rc and r.returncode != 0:
+        raise AssertionError("tmux %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r.stdout
+
+
+class Tmux:
+    """A detached tmux session of 80x24 running CMD in sh; killed at the end."""
+
+    def __init__(self, cmd):
+        if not shutil.which("tmux"):
+            skip("tmux is not installed (tests/run-all.sh installs it)")
+        self.name = "xblive%d" % os.getpid()
+        self.sock = os.path.join(tmpdir(), "tmux.sock")
+        tmux("-S", self.sock, "new-session", "-d", "-s", self.name, "-x", "80", "-y", "24",
+             "sh", "-c", cmd)
+
+    def t(self, *args, check_rc=True):
+        return tmux("-S", self.sock, *args, check_rc=check_rc)
+
+    def screen(self):
+        return self.t("capture-pane", "-p", "-t", self.name)
+
+    def keys(self, *k):
+        self.t("send-keys", "-t", self.name, *k)
+
+    def flag(self, fmt):
+        return self.t("display-message", "-p", "-t", self.name, fmt).strip()
+
+    def kill(self):
+        self.t("kill-server", check_rc=False)
+
+
+def live_run(vm, key):
+    """Run --live in tmux, check it draws and refreshes, press KEY, and return
+    (exit status, stty -a after, tmux flags after)."""
+    d = tmpdir()
+    rcf, sttyf = os.path.join(d, "rc"), os.path.join(d, "stty")
+    # the shell survives ^C (a trap, so the tool gets the default disposition)
+    cmd = "trap true INT; %s --live %d; echo $? > %s; stty -a > %s; sleep 60" % (
+        tool_path(TOOL), vm.pid, rcf, sttyf)
+    tm = Tmux(cmd)
+    try:
+        first = wait_for(lambda: (lambda s: s if "xb_split:hot_a/1" in s else None)(tm.screen()), 15)
+        check(first, "the live screen never showed xb_split:hot_a/1", tm.screen())
+        lines = first.splitlines()
+        check(len(lines) <= 24 and all(len(l) <= 80 for l in lines), "screen larger than 80x24")
+        el = re.search(r"  (\d+) s", lines[0])
+        check(el, "no elapsed time on the first line", first)
+        later = wait_for(lambda: (lambda s: s if re.search(r"  (\d+) s", s.splitlines()[0]) and
+                                  re.search(r"  (\d+) s", s.splitlines()[0]).group(1) != el.group(1)
+                                  else None)(tm.screen()), 5)
+        check(later, "the screen did not refresh within 5 s", tm.screen())
+        check(tm.flag("#{alternate_on}") == "1", "--live does not use the alternate screen")
+        log("live screen:\n" + "\n".join(later.splitlines()[:8]))
+        tm.keys("s")
+        check(wait_for(lambda: "by total" in tm.screen(), 5), "'s' did not switch the sort", tm.screen())
+        tm.keys(*key)
+        check(wait_for(lambda: os.path.exists(sttyf) and os.path.getsize(sttyf) > 0, 15),
+              "--live did not exit after %s" % (key,), tm.screen())
+        time.sleep(0.2)
+        with open(rcf) as f:
+            rc = int(f.read().strip())
+        with open(sttyf) as f:
+            stty = f.read()
+        flags = (tm.flag("#{alternate_on}"), tm.flag("#{cursor_flag}"))
+        return rc, stty, flags
+    finally:
+        tm.kill()
+
+
+@per_vm(only=["stock"])
+def test_live(target):
+    with VM(target) as vm:
+        vm.eval("xb_split:start(75)")
+        for key, want_rc in ((("q",), 0), (("C-c",), 0)):
+            rc, stty, (alt, cursor) = live_run(vm, key)
+            log("%s: exit %d, alternate screen %s, cursor %s" % (key[0], rc, alt, cursor))
+            check(rc == want_rc, "--live exit status %d after %s" % (rc, key[0]))
+            check(re.search(r"(^|\s)icanon(\s|$)", stty) and re.search(r"(^|\s)echo(\s|$)", stty),
+                  "terminal not restored after %s (stty -a)" % key[0], stty)
+            check(alt == "0" and cursor == "1",
+                  "after %s: alternate screen %s, cursor %s" % (key[0], alt, cursor))
+
+        r = run_tool(TOOL, "--live", vm.pid, timeout=30)
+        check(r.rc == 2 and "not one" in r.err and len(r.lines_err) == 1,
+              "--live with stdout not a terminal: want one line and exit 2", r.describe())
+
+
+@per_vm(only=["stock"])
+def test_progress_line(target):
+    """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe."""
+    with VM(target) as vm:
+        vm.eval("xb_split:start(75)")
+        out = os.path.join(tmpdir(), "p.folded")
+        master, slave = pty.openpty()
+        p = subprocess.Popen([tool_path(TOOL), "-d", "4", "--format", "folded", "-o", out, str(vm.pid)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                             start_new_session=True)
+        os.close(slave)
+        got = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 0.5)
+            if r:
+                try:
+                    b = os.read(master, 4096)
+                except OSError:
+                    break
+                if not b:
+                    break
+                got += b
+            elif p.poll() is not None:
+                break
+        p.wait(10)
+        os.close(master)
+        text = got.decode("utf-8", "replace")
+        log("stderr on a terminal: %r" % text[-200:])
+        check(p.returncode == 0, "exit %s" % p.returncode, text)
+        check(re.search(r"erlang-sample: \d+/4 s, \d+ samples, \d+\.\d% processed", text),
+              "no progress line on a terminal stderr", text)
+        check(text.endswith("\r\x1b[K") or "\r\x1b[K" in text, "the progress line is not erased", text)
+        r = run_tool(TOOL, "-d", "3", "--format", "folded", "-o", out, vm.pid, timeout=30)
+        check(r.rc == 0 and "processed" not in r.err and "\r" not in r.err,
+              "progress text on stderr that is not a terminal", r.describe())
