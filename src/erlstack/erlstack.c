@@ -860,6 +860,18 @@ static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct calle
 	return c;
 }
 
+/* Is the sampled I the call_nif instruction of the NIF the sample is in
+ * (I[1] is the C function process_main called: the ErtsNativeFunc layout
+ * of nif_bif.call_nif, emu/bif_instrs.tab)?  Then the function I is in is
+ * the NIF's own, and its caller is the next frame (xb_estack
+ * .leaf_is_callee).  For a NIF library outside beam.smp, as emu_in_nif. */
+static bool emu_nif_stub(struct xb_vm *vm, const struct callee *callee, uint64_t I)
+{
+	uint64_t fn;
+	return callee->entry && callee->mod != vm->beam && I % 8 == 0 &&
+	       xb_read_u64(&vm->mem, I + 8, &fn) == 0 && fn == callee->entry;
+}
+
 /* The word at the interpreter's E is NIL (`allocate` reserves the frame's
  * CP slot as NIL, and a return sets it back: AH and RETURN in
  * emu/macros.tab) or a continuation pointer (SAVE_CONTINUATION_POINTER,
@@ -932,6 +944,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		 * sampled I (a register) still names what ran. */
 		const struct xb_code *here = emu_current(st, uw, &I);
 		if (here) {
+			out->leaf_is_callee = emu_nif_stub(vm, &callee, I);
 			out->why = "c_p is not a process";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
@@ -954,6 +967,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 			out->why = "I not recovered";
 			return;
 		}
+		out->leaf_is_callee = emu_nif_stub(vm, &callee, I);
 		if (!reg(uw, st->regs.E, &E)) {
 			out->c_p = c_p;
 			identify(st, &p, out);
