@@ -8,10 +8,28 @@
 #include <string.h>
 #include <unistd.h>
 
+static void read_switches(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	char *text = xb_slurp(path, NULL);
+	const char *v = text ? strstr(text, "\nvoluntary_ctxt_switches:") : NULL;
+	const char *nv = text ? strstr(text, "\nnonvoluntary_ctxt_switches:") : NULL;
+	unsigned long long a, b;
+	if (v && nv && sscanf(v, "\nvoluntary_ctxt_switches: %llu", &a) == 1 &&
+	    sscanf(nv, "\nnonvoluntary_ctxt_switches: %llu", &b) == 1) {
+		out->voluntary = a;
+		out->involuntary = b;
+		out->have_switches = true;
+	}
+	free(text);
+}
+
 int xb_thread_cpu_read(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
 {
 	char path[96];
 	memset(out, 0, sizeof(*out));
+	read_switches(pid, tid, out);
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
 	char *text = xb_slurp(path, NULL);
 	unsigned long long run, wait;

@@ -312,9 +312,11 @@ static size_t report_order(const struct xb_session *s, size_t *idx, bool others)
 /* A thread's share of the window on a CPU (u) and runnable but waiting
  * for one (w); and busy, what the VM's own clock counts as active
  * (erlang:statistics(scheduler_wall_time)): the time it worked, on a CPU
- * or preempted while working, i.e. (u + w) times the share of its
- * samples not scheduling or spinning (a scheduler woken from sleep waits
- * for a CPU in the scheduler loop, which the VM does not count). */
+ * or preempted while working.  The kernel does not say which waits
+ * followed a preemption and which a wake-up (a scheduler woken from sleep
+ * waits for a CPU in the scheduler loop, which the VM does not count), so
+ * w is split by the thread's involuntary and voluntary context switches;
+ * both parts times the share of its samples not scheduling or spinning. */
 struct util {
 	double u, w, busy;
 	bool have, have_wait;
@@ -331,7 +333,13 @@ static struct util util_of(const struct tstat *t)
 	r.have_wait = t->c0.have_wait && t->c1.have_wait;
 	r.w = r.have_wait && t->c1.wait_ns >= t->c0.wait_ns ? (double)(t->c1.wait_ns - t->c0.wait_ns) / wall : 0;
 	double working = t->samples ? 1.0 - (double)t->state[XB_ST_SCHEDULING] / (double)t->samples : 0.0;
-	r.busy = (r.u + r.w) * working;
+	double preempted = 1.0; /* share of the waits that followed a preemption */
+	if (t->c0.have_switches && t->c1.have_switches && t->c1.voluntary >= t->c0.voluntary &&
+	    t->c1.involuntary >= t->c0.involuntary) {
+		uint64_t vol = t->c1.voluntary - t->c0.voluntary, inv = t->c1.involuntary - t->c0.involuntary;
+		preempted = vol + inv ? (double)inv / (double)(vol + inv) : 1.0;
+	}
+	r.busy = (r.u + r.w * preempted) * working;
 	if (r.busy > 1.0)
 		r.busy = 1.0;
 	return r;
