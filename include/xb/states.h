@@ -33,21 +33,21 @@
 #include "xb/vm.h"
 
 enum xb_state {
-	XB_ST_EMULATOR,
-	XB_ST_NIF,
-	XB_ST_BIF,
-	XB_ST_GC,
-	XB_ST_COPY,
-	XB_ST_PORT,
-	XB_ST_CHECK_IO,
-	XB_ST_AUX,
-	XB_ST_SCHEDULING,
-	XB_ST_OTHER,
-	XB_ST_COUNT
+	XB_STATE_EMULATOR,
+	XB_STATE_NIF,
+	XB_STATE_BIF,
+	XB_STATE_GC,
+	XB_STATE_COPY,
+	XB_STATE_PORT,
+	XB_STATE_CHECK_IO,
+	XB_STATE_AUX,
+	XB_STATE_SCHEDULING,
+	XB_STATE_OTHER,
+	XB_STATE_COUNT
 };
 /* "emulator", "nif", "bif", "gc", "copy", "port", "check_io", "aux",
  * "scheduling", "other" */
-extern const char *const xb_state_names[XB_ST_COUNT];
+extern const char *const xb_state_names[XB_STATE_COUNT];
 
 /* Per frame id of a profile, what its name says (computed once). */
 struct xb_states {

@@ -76,7 +76,7 @@ static void kmap_free(struct kmap *m)
 /* ---- what is kept ---- */
 
 struct tstat {
-	uint64_t samples, state[XB_ST_COUNT];
+	uint64_t samples, state[XB_STATE_COUNT];
 	int last_cpu;
 	uint64_t cpu_moves;
 	uint64_t mig_in, mig_out;
@@ -246,7 +246,7 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 		struct xb_lc_sample ls = {
 			.t = rs->s->time_ns,
 			.in_call = st.process && st.fn >= 0 && (uint32_t)st.fn < rs->n && es->c_p &&
-				   (st.state == XB_ST_NIF || st.state == XB_ST_BIF),
+				   (st.state == XB_STATE_NIF || st.state == XB_STATE_BIF),
 			.c_p = es->c_p,
 			.id = es->call,
 			.read_ns = es->read_ns,
@@ -332,7 +332,7 @@ static struct util util_of(const struct tstat *t)
 	r.u = t->c1.run_ns >= t->c0.run_ns ? (double)(t->c1.run_ns - t->c0.run_ns) / wall : 0;
 	r.have_wait = t->c0.have_wait && t->c1.have_wait;
 	r.w = r.have_wait && t->c1.wait_ns >= t->c0.wait_ns ? (double)(t->c1.wait_ns - t->c0.wait_ns) / wall : 0;
-	double working = t->samples ? 1.0 - (double)t->state[XB_ST_SCHEDULING] / (double)t->samples : 0.0;
+	double working = t->samples ? 1.0 - (double)t->state[XB_STATE_SCHEDULING] / (double)t->samples : 0.0;
 	double preempted = 1.0; /* share of the waits that followed a preemption */
 	if (t->c0.have_switches && t->c1.have_switches && t->c1.voluntary >= t->c0.voluntary &&
 	    t->c1.involuntary >= t->c0.involuntary) {
@@ -457,7 +457,7 @@ static void json_lc_summary(struct sched_sink *ss, FILE *f, size_t ti, const str
 {
 	const struct xb_lc_stats *lst = xb_lc_stats_of(&ss->lc, (int)ti);
 	fputs(",\"nif_share\":", f);
-	json_num(f, t ? share(t->state[XB_ST_NIF], t->samples) : 0.0);
+	json_num(f, t ? share(t->state[XB_STATE_NIF], t->samples) : 0.0);
 	fprintf(f, ",\"native_calls\":%llu,\"native_call_samples\":%llu,\"longest_call\":",
 		(unsigned long long)lst->calls, (unsigned long long)lst->samples);
 	if (!lst->have_longest) {
@@ -509,7 +509,7 @@ static int write_json(struct sched_sink *ss, struct xb_session *s, FILE *f)
 			else
 				fputs("null", f);
 			fputs(",\"states\":{", f);
-			for (int st = 0; st < XB_ST_COUNT; st++) {
+			for (int st = 0; st < XB_STATE_COUNT; st++) {
 				fprintf(f, "%s\"%s\":", st ? "," : "", xb_state_names[st]);
 				json_num(f, t ? share(t->state[st], t->samples) : 0.0);
 			}
@@ -679,8 +679,8 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 			   "(what scheduler_wall_time counts); states = shares of the scheduler's samples\n",
 			s->elapsed_s);
 		fprintf(f, "%-12s %6s %7s %6s %8s", "scheduler", "util", "rq-wait", "busy", "samples");
-		for (int st = 0; st < XB_ST_COUNT; st++)
-			fprintf(f, " %*s", st == XB_ST_SCHEDULING ? 10 : 8, xb_state_names[st]);
+		for (int st = 0; st < XB_STATE_COUNT; st++)
+			fprintf(f, " %*s", st == XB_STATE_SCHEDULING ? 10 : 8, xb_state_names[st]);
 		fprintf(f, "  %s\n", "top processes");
 		for (size_t j = 0; j < n; j++) {
 			size_t ti = idx[j];
@@ -703,9 +703,9 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 			else
 				fprintf(f, "%6s", "?");
 			fprintf(f, " %8llu", (unsigned long long)(t ? t->samples : 0));
-			for (int st = 0; st < XB_ST_COUNT; st++) {
+			for (int st = 0; st < XB_STATE_COUNT; st++) {
 				fputc(' ', f);
-				pct(f, t ? share(t->state[st], t->samples) : 0.0, st == XB_ST_SCHEDULING ? 10 : 8);
+				pct(f, t ? share(t->state[st], t->samples) : 0.0, st == XB_STATE_SCHEDULING ? 10 : 8);
 			}
 			struct top *tops;
 			size_t nt = top_on(ss, ti, &tops);
@@ -730,7 +730,7 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 		const struct tstat *t = ti < ss->nts ? &ss->ts[ti] : NULL;
 		const struct xb_lc_stats *lst = xb_lc_stats_of(&ss->lc, (int)ti);
 		fprintf(f, "  scheduler %d: nif %.1f%%, %llu NIF/BIF calls seen", th->sched_no,
-			100.0 * (t ? share(t->state[XB_ST_NIF], t->samples) : 0.0), (unsigned long long)lst->calls);
+			100.0 * (t ? share(t->state[XB_STATE_NIF], t->samples) : 0.0), (unsigned long long)lst->calls);
 		if (lst->have_longest) {
 			fprintf(f, ", longest >= %.2f ms", (double)lst->longest_min_ns / 1e6);
 			if (lst->longest_max_ns != UINT64_MAX)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const xb_state_names[XB_ST_COUNT] = {
+const char *const xb_state_names[XB_STATE_COUNT] = {
 	"emulator", "nif", "bif", "gc", "copy", "port", "check_io", "aux", "scheduling", "other",
 };
 
@@ -156,26 +156,26 @@ void xb_classify(struct xb_states *c, const struct xb_profile *p, const struct x
 	out->process = es->status == XB_ES_OK && (es->c_p || es->pid[0]);
 	if (!out->process) {
 		if (all & FL_PORT)
-			out->state = XB_ST_PORT;
+			out->state = XB_STATE_PORT;
 		else if (all & FL_CHECK_IO)
-			out->state = XB_ST_CHECK_IO;
+			out->state = XB_STATE_CHECK_IO;
 		else if (all & FL_AUX)
-			out->state = XB_ST_AUX;
+			out->state = XB_STATE_AUX;
 		else if (all & FL_GC)
-			out->state = XB_ST_GC;
+			out->state = XB_STATE_GC;
 		else if (normal || dirty)
-			out->state = XB_ST_SCHEDULING;
+			out->state = XB_STATE_SCHEDULING;
 		else
-			out->state = XB_ST_OTHER;
+			out->state = XB_STATE_OTHER;
 		return;
 	}
 	if (normal && !reached) {
-		out->state = XB_ST_OTHER;
+		out->state = XB_STATE_OTHER;
 		return;
 	}
 	if (normal && nnat == 0) {
 		/* In Erlang code, or in the JIT's own glue code */
-		out->state = all & FL_GC ? XB_ST_GC : XB_ST_EMULATOR;
+		out->state = all & FL_GC ? XB_STATE_GC : XB_STATE_EMULATOR;
 		return;
 	}
 	/* Native code run for the process.  A NIF: called through the NIF
@@ -184,16 +184,16 @@ void xb_classify(struct xb_states *c, const struct xb_profile *p, const struct x
 	 * a library of its own. */
 	bool nif = (all & FL_NIF_GLUE) || (normal && callee >= 0 && callee == foreign) || (dirty && foreign >= 0);
 	if (nif) {
-		out->state = XB_ST_NIF;
+		out->state = XB_STATE_NIF;
 		out->fn = foreign >= 0 ? foreign : callee;
 	} else if (all & FL_GC) {
-		out->state = XB_ST_GC;
+		out->state = XB_STATE_GC;
 	} else if (all & FL_COPY) {
-		out->state = XB_ST_COPY;
+		out->state = XB_STATE_COPY;
 	} else if (all & FL_PORT) {
-		out->state = XB_ST_PORT;
+		out->state = XB_STATE_PORT;
 	} else {
-		out->state = XB_ST_BIF;
+		out->state = XB_STATE_BIF;
 		out->fn = callee;
 	}
 }

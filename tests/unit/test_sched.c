@@ -301,48 +301,48 @@ static void t_states(void)
 				  "[unknown]|[beam.smp]" };
 	fake(&x, 's', jit_nif, 4, "global::call_nif_shared", true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_NIF && st.fn == 2 && st.process, "JIT NIF: state %d fn %d", st.state, st.fn);
+	CHECK(st.state == XB_STATE_NIF && st.fn == 2 && st.process, "JIT NIF: state %d fn %d", st.state, st.fn);
 	/* interpreter: process_main called the NIF directly */
 	const char *emu_nif[] = { "spin|[my_nif.so]", "my_nif_fn|[my_nif.so]" };
 	fake(&x, 's', emu_nif, 2, NULL, true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_NIF && st.fn == 1, "emu NIF: state %d fn %d", st.state, st.fn);
+	CHECK(st.state == XB_STATE_NIF && st.fn == 1, "emu NIF: state %d fn %d", st.state, st.fn);
 	/* a BIF calling zlib is no NIF */
 	const char *bif[] = { "crc32_z|[libz.so.1]", "crc32_1|[beam.smp]" };
 	fake(&x, 's', bif, 2, "global::call_light_bif_shared", true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_BIF && st.fn == 1, "BIF: state %d fn %d", st.state, st.fn);
+	CHECK(st.state == XB_STATE_BIF && st.fn == 1, "BIF: state %d fn %d", st.state, st.fn);
 	const char *gc[] = { "sweep_one_heap|[beam.smp]", "erts_garbage_collect_nobump|[beam.smp]" };
 	fake(&x, 's', gc, 2, "global::garbage_collect", true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_GC && st.fn == -1, "GC: state %d", st.state);
+	CHECK(st.state == XB_STATE_GC && st.fn == -1, "GC: state %d", st.state);
 	const char *copy[] = { "copy_struct_x|[beam.smp]", "erts_send_message|[beam.smp]" };
 	fake(&x, 's', copy, 2, NULL, true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_COPY, "copy: state %d", st.state);
+	CHECK(st.state == XB_STATE_COPY, "copy: state %d", st.state);
 	fake(&x, 's', NULL, 0, NULL, true, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_EMULATOR, "Erlang code: state %d", st.state);
+	CHECK(st.state == XB_STATE_EMULATOR, "Erlang code: state %d", st.state);
 	/* no process */
 	const char *port[] = { "tcp_inet_output|[beam.smp]", "erts_port_task_execute|[beam.smp]",
 			       "erts_schedule|[beam.smp]" };
 	fake(&x, 's', port, 3, "global::process_main", false, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_PORT && !st.process, "port task: state %d", st.state);
+	CHECK(st.state == XB_STATE_PORT && !st.process, "port task: state %d", st.state);
 	const char *sched[] = { "[unknown]|[beam.smp]", "erts_schedule|[beam.smp]" };
 	fake(&x, 's', sched, 2, "global::process_main", false, true);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_SCHEDULING, "scheduling: state %d", st.state);
+	CHECK(st.state == XB_STATE_SCHEDULING, "scheduling: state %d", st.state);
 	/* a dirty scheduler working for a process in a NIF library */
 	const char *dirty[] = { "my_nif_fn|[my_nif.so]", "erts_call_dirty_nif|[beam.smp]",
 				"erts_dirty_process_main|[beam.smp]", "start_thread|[libc.so.6]" };
 	fake(&x, 'c', dirty, 4, NULL, true, false);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_NIF && st.fn == 0, "dirty NIF: state %d fn %d", st.state, st.fn);
+	CHECK(st.state == XB_STATE_NIF && st.fn == 0, "dirty NIF: state %d fn %d", st.state, st.fn);
 	const char *poll[] = { "epoll_wait|[libc.so.6]", "erts_poll_wait|[beam.smp]" };
 	fake(&x, 'o', poll, 2, NULL, false, false);
 	xb_classify(&c, &x.p, &x.rs, &st);
-	CHECK(st.state == XB_ST_CHECK_IO, "poller: state %d", st.state);
+	CHECK(st.state == XB_STATE_CHECK_IO, "poller: state %d", st.state);
 	xb_states_free(&c);
 	xb_profile_free(&x.p);
 }
