@@ -31,6 +31,27 @@ enum xb_partial_cause {
 	XB_PARTIAL_NCAUSES
 };
 
+/* Which call of native code (a NIF or a BIF) a process is in: what tells
+ * one long call from back-to-back calls of the same function with the
+ * same caller (long calls, src/output/longcalls.c).  FCALLS, the
+ * reductions left in the time slice, is decremented by every function
+ * call and stored in c_p->fcalls when a NIF or BIF is called (JIT:
+ * emit_enter_runtime<Update::eReductions> in call_nif_shared and
+ * call_light_bif_shared, jit/x86/instr_bif.cpp; interpreter:
+ * HEAVY_SWAPOUT in call_nif and `c_p->fcalls = FCALLS - 1` in the BIF
+ * instructions, emu/bif_instrs.tab), so two calls in one time slice
+ * differ in it; c_p->reds grows at every schedule-out (erts_schedule,
+ * erl_process.c: p->reds += actual_reds), so two calls in different
+ * slices differ in it.  In the JIT, FCALLS also stays in a callee-saved
+ * register for the whole call: exact from the sample's registers. */
+struct xb_call_id {
+	uint32_t fcalls; /* low 32 bits (a 32-bit count from OTP 27) */
+	uint64_t reds;
+	bool have;         /* both known */
+	bool fcalls_exact; /* from the sample itself (register or captured memory) */
+	bool reds_exact;   /* else read live, no later than xb_estack.read_ns */
+};
+
 struct xb_estack {
 	enum xb_es_status status;
 	const char *why; /* for XB_ES_BAD / STALE */
@@ -53,6 +74,14 @@ struct xb_estack {
 			  * registers and memory captured with it), the rest was read live */
 	bool live_read;  /* some of the process's state was read live (skid applies) */
 	uint64_t read_ns;  /* when the last live read finished */
+	/* --by process, --schedulers, long calls (read with the process
+	 * struct; zero when it was not read): */
+	struct xb_call_id call;
+	uint64_t initial[3]; /* u.initial: module, function (atoms), arity; when
+			      * identity is wanted (xb_estate.want_identity) */
+	bool leaf_is_callee; /* frames[0] is the function whose native code the
+			      * sample is in (the interpreter runs a NIF from its
+			      * function's code): its caller is frames[1] */
 };
 
 struct xb_estate {

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* XB_FMT_JSON: reports that are not profiles (--dump). */
+/* XB_FMT_JSON: reports that are not profiles (--dump, --schedulers, --long-calls). */
 enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF, XB_FMT_JSON };
 
 /* "table", "folded", ... <-> enum xb_format; xb_format_by_name -1 if none. */
@@ -25,6 +25,7 @@ struct xb_profile_sink_opts {
 	const char *blame; /* only samples whose native stack has this function */
 	size_t top;        /* table rows */
 	bool only_erlang;  /* table: count the innermost Erlang frame */
+	bool grouped;      /* --by: stacks end in a group frame; the table has a block per group */
 };
 
 /* The session's aggregated profile, written in one format. */

@@ -277,6 +277,12 @@ struct xb_regroles {
 	int E;    /* Erlang stack pointer */
 	int I;    /* instruction pointer (XB_PREG_IP for the JIT: the pc itself) */
 	int E_saved; /* JIT: register holding E while in C code (rbp), or NONE */
+	/* JIT: register holding FCALLS, the reductions left (callee-saved, so
+	 * C code called from JIT code leaves it as the call found it), or
+	 * NONE (the interpreter reuses its register during NIF calls and
+	 * keeps the value in c_p->fcalls instead).  Only its low 32 bits are
+	 * the count (r14d from OTP 27). */
+	int fcalls;
 };
 
 struct xb_release_flavor {

@@ -7,6 +7,7 @@
 #ifndef XB_SESSION_H
 #define XB_SESSION_H
 
+#include "xb/by.h"
 #include "xb/codemap.h"
 #include "xb/erlstack.h"
 #include "xb/frames.h"
@@ -43,6 +44,8 @@ struct xb_session_opts {
 	bool keep_old_maps;     /* frames of earlier samples stay valid until the end */
 	enum xb_capture capture;
 	bool realtime;          /* run the drain loop at SCHED_FIFO priority when allowed */
+	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
+	unsigned drain_ms;      /* drain interval (0: the default, 2 or 5 ms) */
 };
 
 /* Skid (sample -> last live read) as a histogram: memory does not grow

@@ -30,6 +30,11 @@ struct xb_sink_ops {
 	const char *name;
 	/* A resolved sample (may be NULL: the sink only writes the profile). */
 	void (*add)(struct xb_sink *k, struct xb_session *s, const struct xb_rsample *rs);
+	/* Sampling starts and stops (xb_session_run; may be NULL): the
+	 * window a sink measures outside the samples, e.g. the threads' CPU
+	 * time from the kernel's accounting (--schedulers). */
+	void (*started)(struct xb_sink *k, struct xb_session *s);
+	void (*stopped)(struct xb_sink *k, struct xb_session *s);
 	/* Called about every 100 ms while sampling (may be NULL). */
 	void (*tick)(struct xb_sink *k, struct xb_session *s);
 	/* True when the sink has all it wants and sampling may stop (may be NULL). */

@@ -115,8 +115,14 @@ static void check_processes(struct ctx *c, struct xb_vm *vm)
 		report(c, false, "process-table", "cannot read %u slots at 0x%llx", max, (unsigned long long)tab);
 		return;
 	}
-	int live = 0, good = 0, pid0 = 0;
-	char bad[200] = "";
+	int live = 0, good = 0, pid0 = 0, views = 0, views_read = 0;
+	char bad[200] = "", bad_views[200] = "";
+	/* --by, --schedulers, long calls: u.initial (module and function
+	 * atoms, a small arity) and reds (a count, not a term) */
+	int64_t o_init = xb_off(vm, XB_F_PROC_INITIAL), o_reds = xb_off(vm, XB_F_PROC_REDS);
+	int64_t o_mod = xb_off(vm, XB_F_MFA_MODULE), o_fun = xb_off(vm, XB_F_MFA_FUNCTION),
+		o_ar = xb_off(vm, XB_F_MFA_ARITY);
+	bool have_views = o_init >= 0 && o_reds >= 0 && o_mod >= 0 && o_fun >= 0 && o_ar >= 0;
 	for (uint32_t i = 0; i < max && live < 5000; i++) {
 		uint64_t p = slots[i];
 		if (!p || p == invalid)
@@ -130,6 +136,21 @@ static void check_processes(struct ctx *c, struct xb_vm *vm)
 		    xb_read_u64(&vm->mem, p + (uint64_t)xb_off(vm, XB_F_PROC_HEND), &hend) < 0)
 			continue;
 		bool ok = xb_is_pid(id) && heap && heap <= htop && htop <= stop && stop <= hend;
+		uint64_t m, f, a, reds;
+		if (ok && have_views &&
+		    xb_read_u64(&vm->mem, p + (uint64_t)(o_init + o_mod), &m) == 0 &&
+		    xb_read_u64(&vm->mem, p + (uint64_t)(o_init + o_fun), &f) == 0 &&
+		    xb_read_u64(&vm->mem, p + (uint64_t)(o_init + o_ar), &a) == 0 &&
+		    xb_read_u64(&vm->mem, p + (uint64_t)o_reds, &reds) == 0) {
+			views_read++;
+			if (xb_is_atom(m) && xb_is_atom(f) && a <= 255 && reds < (1ull << 48))
+				views++;
+			else if (!bad_views[0])
+				snprintf(bad_views, sizeof(bad_views),
+					 "; e.g. slot %u: initial 0x%llx 0x%llx %llu, reds %llu", i,
+					 (unsigned long long)m, (unsigned long long)f, (unsigned long long)a,
+					 (unsigned long long)reds);
+		}
 		if (ok) {
 			good++;
 			char s[32];
@@ -146,6 +167,10 @@ static void check_processes(struct ctx *c, struct xb_vm *vm)
 	report(c, live > 0 && good >= live - 4, "process-table",
 	       "%d of %d live processes look right (pid tag, heap <= htop <= stop <= hend)%s", good, live, bad);
 	report(c, pid0, "process-init", "init is <0.0.0>%s", pid0 ? "" : ": not found");
+	if (have_views)
+		report(c, views_read > 0 && views == views_read, "process-initial-reds",
+		       "%d of %d processes have an initial call (atoms, arity) and a reductions count%s", views,
+		       views_read, bad_views);
 }
 
 static void check_code(struct ctx *c, struct xb_vm *vm)

@@ -12,6 +12,7 @@
 #define REFRESH_MIN_NS (100ull * 1000 * 1000)
 #define MAX_HEAP_BYTES (1ull << 36)
 #define CHUNK_WORDS 512
+#define MAX_PROC_READ 1024 /* bytes of the process struct read at most */
 
 void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
 		    unsigned max_depth)
@@ -122,7 +123,35 @@ static int sread(struct xb_estate *st, struct xb_estack *out, uint64_t addr, voi
 struct proc {
 	uint64_t id, heap, hend, stop, reg, i, current;
 	bool exact; /* from memory captured with the sample, not read live */
+	/* fcalls, reds (xb_call_id) and u.initial; have_* false where the
+	 * release table has no such field */
+	uint64_t fcalls, reds, initial[3];
+	bool have_call, have_initial;
 };
+
+/* The fields of the scheduler views (xb_call_id, u.initial), from the
+ * same read of the process struct as the rest (BUF holds its first LEN
+ * bytes).  They are not needed to walk a stack: a release without them
+ * (or a struct too large for BUF) leaves have_* false. */
+static void read_proc_extra(const struct xb_vm *vm, const uint8_t *buf, size_t len, struct proc *p)
+{
+	int64_t fc = xb_off(vm, XB_F_PROC_FCALLS), rd = xb_off(vm, XB_F_PROC_REDS);
+	int64_t in = xb_off(vm, XB_F_PROC_INITIAL), mm = xb_off(vm, XB_F_MFA_MODULE);
+	int64_t mf = xb_off(vm, XB_F_MFA_FUNCTION), ma = xb_off(vm, XB_F_MFA_ARITY);
+	p->have_call = fc >= 0 && rd >= 0 && (size_t)fc + 8 <= len && (size_t)rd + 8 <= len;
+	if (p->have_call) {
+		memcpy(&p->fcalls, buf + fc, 8);
+		memcpy(&p->reds, buf + rd, 8);
+	}
+	p->have_initial = in >= 0 && mm >= 0 && mf >= 0 && ma >= 0;
+	int64_t o[3] = { in + mm, in + mf, in + ma };
+	for (int k = 0; k < 3 && p->have_initial; k++) {
+		if (o[k] < 0 || (size_t)o[k] + 8 > len)
+			p->have_initial = false;
+		else
+			memcpy(&p->initial[k], buf + o[k], 8);
+	}
+}
 
 static int read_proc(struct xb_estate *st, struct xb_estack *out, uint64_t c_p, struct proc *p)
 {
@@ -140,7 +169,15 @@ static int read_proc(struct xb_estate *st, struct xb_estack *out, uint64_t c_p, 
 		if (fields[i] + 8 > hi)
 			hi = fields[i] + 8;
 	}
-	uint8_t buf[1024];
+	/* The scheduler views' fields come with the same read (read_proc_extra). */
+	int64_t extra[] = { xb_off(vm, XB_F_PROC_FCALLS), xb_off(vm, XB_F_PROC_REDS),
+			    xb_off(vm, XB_F_PROC_INITIAL) >= 0 && xb_off(vm, XB_F_MFA_ARITY) >= 0
+				    ? xb_off(vm, XB_F_PROC_INITIAL) + xb_off(vm, XB_F_MFA_ARITY)
+				    : -1 };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(extra); i++)
+		if (extra[i] >= 0 && extra[i] + 8 > hi && extra[i] + 8 <= MAX_PROC_READ)
+			hi = extra[i] + 8;
+	uint8_t buf[MAX_PROC_READ];
 	uint64_t live_before = vm->mem.live_reads;
 	if (c_p == 0 || c_p % 8 || hi > (int64_t)sizeof(buf) || sread(st, out, c_p, buf, (size_t)hi) < 0)
 		return -1;
@@ -153,6 +190,7 @@ static int read_proc(struct xb_estate *st, struct xb_estack *out, uint64_t c_p, 
 	if (!xb_is_pid(p->id) || p->heap == 0 || p->heap > p->hend ||
 	    p->hend - p->heap > MAX_HEAP_BYTES || p->heap % 8 || p->hend % 8)
 		return -1;
+	read_proc_extra(vm, buf, (size_t)hi, p);
 	return 0;
 }
 
@@ -160,6 +198,14 @@ static void identify(struct xb_estate *st, const struct proc *p, struct xb_estac
 {
 	struct xb_vm *vm = st->vm;
 	out->pid_term = p->id;
+	if (p->have_call) {
+		out->call.fcalls = (uint32_t)p->fcalls;
+		out->call.reds = p->reds;
+		out->call.have = true;
+		out->call.fcalls_exact = out->call.reds_exact = p->exact;
+	}
+	if (st->want_identity && p->have_initial)
+		memcpy(out->initial, p->initial, sizeof(out->initial));
 	xb_format_pid(p->id, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, out->pid, sizeof(out->pid));
 	out->regname[0] = 0;
 	if (!st->want_identity)
@@ -412,6 +458,19 @@ static int leave_kind(struct xb_estate *st, uint64_t pc)
 	return kind;
 }
 
+/* JIT code keeps FCALLS in a callee-saved register (beam_asm.hpp), so
+ * where unwinding reached JIT code it still holds the reductions left
+ * when the C code the sample is in was called: exact, unlike c_p->fcalls
+ * read live (struct xb_call_id). */
+static void jit_fcalls(struct xb_estate *st, const struct xb_unwind *uw, struct xb_estack *out)
+{
+	uint64_t fc;
+	if (out->call.have && reg(uw, st->regs.fcalls, &fc)) {
+		out->call.fcalls = (uint32_t)fc;
+		out->call.fcalls_exact = true;
+	}
+}
+
 static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
 		int sched_no, struct xb_estack *out)
 {
@@ -487,6 +546,7 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 	}
 	out->c_p = c_p;
 	identify(st, &p, out);
+	jit_fcalls(st, uw, out);
 	push(st, out, here, pc, true);
 	bool in_heap = E >= p.heap && E <= p.hend;
 	if (in_jit && !in_heap) {
@@ -800,6 +860,18 @@ static const struct xb_code *emu_in_nif(struct xb_estate *st, const struct calle
 	return c;
 }
 
+/* Is the sampled I the call_nif instruction of the NIF the sample is in
+ * (I[1] is the C function process_main called: the ErtsNativeFunc layout
+ * of nif_bif.call_nif, emu/bif_instrs.tab)?  Then the function I is in is
+ * the NIF's own, and its caller is the next frame (xb_estack
+ * .leaf_is_callee).  For a NIF library outside beam.smp, as emu_in_nif. */
+static bool emu_nif_stub(struct xb_vm *vm, const struct callee *callee, uint64_t I)
+{
+	uint64_t fn;
+	return callee->entry && callee->mod != vm->beam && I % 8 == 0 &&
+	       xb_read_u64(&vm->mem, I + 8, &fn) == 0 && fn == callee->entry;
+}
+
 /* The word at the interpreter's E is NIL (`allocate` reserves the frame's
  * CP slot as NIL, and a return sets it back: AH and RETURN in
  * emu/macros.tab) or a continuation pointer (SAVE_CONTINUATION_POINTER,
@@ -872,6 +944,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		 * sampled I (a register) still names what ran. */
 		const struct xb_code *here = emu_current(st, uw, &I);
 		if (here) {
+			out->leaf_is_callee = emu_nif_stub(vm, &callee, I);
 			out->why = "c_p is not a process";
 			leaf_only(st, here, I, XB_PARTIAL_UNREADABLE, out);
 			return;
@@ -886,6 +959,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (here) {
 		E = p.stop;
 		here_exact = p.exact;
+		out->leaf_is_callee = true; /* the NIF's own function, then its caller */
 	} else {
 		here = emu_current(st, uw, &I);
 		if (!here) {
@@ -893,6 +967,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 			out->why = "I not recovered";
 			return;
 		}
+		out->leaf_is_callee = emu_nif_stub(vm, &callee, I);
 		if (!reg(uw, st->regs.E, &E)) {
 			out->c_p = c_p;
 			identify(st, &p, out);
@@ -994,6 +1069,9 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;
+	memset(&out->call, 0, sizeof(out->call));
+	memset(out->initial, 0, sizeof(out->initial));
+	out->leaf_is_callee = false;
 	if (uw->stop != XB_UW_REACHED_ERLANG) {
 		if (uw->stop == XB_UW_END && (kind == 'c' || kind == 'i') && sched_no > 0)
 			dirty(st, uw, kind, sched_no, out);

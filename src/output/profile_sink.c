@@ -19,6 +19,9 @@ struct profile_sink {
 static int write_table(struct profile_sink *ps, struct xb_session *s, FILE *out)
 {
 	struct xb_row *rows;
+	if (ps->o.grouped) /* --by */
+		return xb_write_grouped_table(out, &s->prof, ps->o.only_erlang, ps->o.blame, ps->o.top,
+					      s->st.processed, s->st.received);
 	if (ps->o.blame) {
 		uint64_t matched, no_erl;
 		size_t n = xb_profile_blame(&s->prof, ps->o.blame, &rows, &matched, &no_erl);

@@ -142,6 +142,14 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 	for (size_t i = 0; i < XB_ARRAY_SIZE(proc_fields); i++)
 		if (xb_off(vm, proc_fields[i]) + 8 > hi)
 			hi = xb_off(vm, proc_fields[i]) + 8;
+	/* and what read_proc_extra reads with it (--by, --schedulers): reds
+	 * and u.initial, up to its arity */
+	int64_t extra[] = { xb_off(vm, XB_F_PROC_REDS),
+			    xb_off(vm, XB_F_PROC_INITIAL) >= 0 && xb_off(vm, XB_F_MFA_ARITY) >= 0
+				    ? xb_off(vm, XB_F_PROC_INITIAL) + xb_off(vm, XB_F_MFA_ARITY) : -1 };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(extra); i++)
+		if (extra[i] >= 0 && extra[i] + 8 > hi)
+			hi = extra[i] + 8;
 	int64_t size = xb_off(vm, XB_F_PROC_SIZE);
 	if (size > 0 && hi > size)
 		hi = size;
@@ -220,6 +228,8 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
 	if (s->bpf)
 		s->drain_ms = 10;
+	else if (o->drain_ms)
+		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
 	s->wakeup = wakeup;
 	struct xb_sampler_opts so = { .freq = o->freq, .period = o->period, .stack_bytes = o->user_stack,
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
@@ -372,6 +382,10 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 
 	uint32_t ids[XB_MAX_FRAMES], nnative;
 	uint32_t n = xb_frames_ids(&s->fr, smp, &uw, es, ids, &nnative);
+	/* --by: the group is the outermost frame (xb_frames_ids leaves a
+	 * slot free: it keeps room for two marks and writes one). */
+	if (s->o.by != XB_BY_NONE && n < XB_MAX_FRAMES)
+		ids[n++] = xb_by_group(s->o.by, &s->prof, &s->vm, smp, t, es);
 	xb_profile_add(&s->prof, ids, n, nnative);
 	struct xb_rsample rs = { smp, t, &uw, es, ids, n, nnative };
 	for (size_t i = 0; i < s->nsinks; i++)
@@ -380,6 +394,17 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 }
 
 /* ---- the loop ---- */
+
+/* The sinks' started (STOPPED false) or stopped hooks. */
+static void sinks_window(struct xb_session *s, bool stopped)
+{
+	for (size_t i = 0; i < s->nsinks; i++) {
+		void (*hook)(struct xb_sink *, struct xb_session *) =
+			stopped ? s->sinks[i]->ops->stopped : s->sinks[i]->ops->started;
+		if (hook)
+			hook(s->sinks[i], s);
+	}
+}
 
 static bool sinks_done(struct xb_session *s)
 {
@@ -401,6 +426,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	s->start_unix_ns = xb_realtime_ns();
 	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
 	s->cpu_before_s = cpu0;
+	sinks_window(s, false);
 	for (;;) {
 		bool gone = false;
 		if (xb_sampler_poll(&s->smp, s->wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
@@ -442,6 +468,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	}
 	s->elapsed_s = now_s() - s->start_s;
 	s->cpu_sampling_s = cpu_s() - cpu0;
+	sinks_window(s, true);
 	return rc;
 }
 

@@ -17,6 +17,7 @@
 #include "xb/outfile.h"
 #include "xb/outputs.h"
 #include "xb/profile.h"
+#include "xb/schedulers.h"
 #include "xb/session.h"
 #include "xb/version.h"
 
@@ -44,6 +45,10 @@ struct opts {
 	double live_interval, live_window;
 	double pstack_wait;
 	const char *blame, *format, *capture;
+	/* --by, --schedulers, --long-calls (issue 13) */
+	const char *by;
+	bool schedulers, long_calls, long_calls_ms_given;
+	double long_calls_ms;
 	struct xb_strlist outputs;
 	int force_reg[3];
 	struct xb_session_opts s;
@@ -67,6 +72,7 @@ static struct opts o = {
 	.live_window = 10.0,
 	.format = NULL,
 	.capture = "auto",
+	.long_calls_ms = 2.0,
 	.force_reg = { -1, -1, -1 },
 	.s = { .freq = 997, .user_stack = 16384, .max_depth = 128, .max_skid_ms = 10 },
 };
@@ -93,6 +99,16 @@ static const struct xb_opt options[] = {
 	  "an Erlang function FN (m:f/a, m:f, Foo.Bar.f/a or\n"
 	  "'Elixir.Foo.Bar':f/a) counts its callers;\n"
 	  "in a stack format: the whole stacks of those samples" },
+	{ "schedulers", 0, XB_OPT_FLAG, &o.schedulers, NULL,
+	  "per scheduler: utilization (share of wall time on a CPU,\n"
+	  "from the kernel's accounting), what it did (Erlang code,\n"
+	  "NIFs, BIFs, GC, copying, ports, I/O polling, scheduling\n"
+	  "and spinning), its top processes and migrations; the\n"
+	  "long NIF/BIF calls; per CPU, the scheduler threads on it" },
+	{ "long-calls", 0, XB_OPT_FLAG, &o.long_calls, NULL,
+	  "NIF and BIF calls that held a normal scheduler for at\n"
+	  "least --long-calls-ms across samples: bounds of their\n"
+	  "length, function, Erlang caller, process, scheduler" },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
 	  "how long to sample (default and 0: until ^C)", 0, 31536000, .group = "Sampling:" },
 	{ "frequency", 'F', XB_OPT_UINT, &o.s.freq, "HZ", "samples per second per thread (default 997)", 1,
@@ -122,25 +138,41 @@ static const struct xb_opt options[] = {
 	  "do not run the drain loop at SCHED_FIFO priority (by\n"
 	  "default it does when allowed, so that a saturated\n"
 	  "machine does not delay it)" },
-	{ "top", 't', XB_OPT_SIZE, &o.top, "N", "rows to print (default 40)", 1, 1e9, .group = "Output:" },
+	{ "top", 't', XB_OPT_SIZE, &o.top, "N",
+	  "rows to print (default 40); with --by, also groups;\n"
+	  "in --schedulers tables, long calls and migrating\n"
+	  "processes (JSON has them all)", 1, 1e9, .group = "Output:" },
 	{ "max-callchain-depth", 0, XB_OPT_UINT, &o.s.max_depth, "N",
 	  "frames kept per stack, native and Erlang each\n"
 	  "(default 128; native stacks are cut at 128 at most);\n"
 	  "a cut stack has a '[truncated]' root", 1, 1024 },
 	{ "only-erlang", 0, XB_OPT_FLAG, &o.only_erlang, NULL, "count the innermost Erlang frame of each sample" },
+	{ "by", 0, XB_OPT_CHOICE, &o.by, "process|scheduler|cpu|thread",
+	  "group the samples: by Erlang process (pid and registered\n"
+	  "name, or initial call), by scheduler (normal, dirty CPU,\n"
+	  "dirty I/O; other threads by name), by the CPU the kernel\n"
+	  "recorded, or by OS thread.  The table: a block per group\n"
+	  "(its share, then its top rows); stack formats: the group\n"
+	  "is the outermost frame", .choices = xb_by_names },
+	{ "long-calls-ms", 0, XB_OPT_DOUBLE, &o.long_calls_ms, "MS",
+	  "with --schedulers or --long-calls: report calls whose\n"
+	  "length is at least MS for sure (default 2)", 0.001, 1e6,
+	  .given = &o.long_calls_ms_given },
 	{ "format", 0, XB_OPT_CHOICE, &o.format, "FORMAT",
 	  "table (default), folded ('root;...;leaf COUNT' lines for\n"
 	  "flame graph tools), flamegraph (a self-contained SVG:\n"
 	  "zoom, search), speedscope (JSON for speedscope.app),\n"
 	  "pprof (gzipped profile.proto for go tool pprof), or\n"
-	  "json (for --dump)", .choices = xb_format_names },
+	  "json (--dump and the --schedulers and --long-calls\n"
+	  "reports, which are also a table)", .choices = xb_format_names },
 	{ "output", 'o', XB_OPT_LIST, &o.outputs, "FILE",
 	  "write the result to FILE (written in full, then renamed\n"
 	  "into place; a symbolic link there is refused); its\n"
 	  "extension picks the format: .svg, .json or\n"
 	  ".speedscope.json, .pb.gz or .pprof, .folded or .txt\n"
-	  "(others: --format, else the table).  Repeat -o to\n"
-	  "write several formats of the same samples" },
+	  "(others: --format, else the table); with --schedulers\n"
+	  "and --long-calls: .json is JSON, .txt the table.\n"
+	  "Repeat -o to write several formats of the same samples" },
 	{ "lines", 0, XB_OPT_FLAG, &o.lines, NULL,
 	  "add the source file and line to Erlang frames:\n"
 	  "'name (file.erl:LINE)'; a caller's line is the line of\n"
@@ -258,6 +290,53 @@ struct output {
 	FILE *f;
 };
 
+/* --schedulers or --long-calls: a report of its own (schedulers.h). */
+static bool sched_mode(void)
+{
+	return o.schedulers || o.long_calls;
+}
+
+/* Options that do not go together; 0, or 2 after one line on stderr. */
+static int check_modes(enum xb_by by)
+{
+	const char *mode = o.pstack ? "--pstack" : o.check ? "--check" : o.schedulers ? "--schedulers"
+			   : o.long_calls ? "--long-calls" : o.live ? "--live" : NULL;
+	if (o.schedulers && o.long_calls) {
+		fprintf(stderr, PROG ": --schedulers reports the long calls too; pick one of --schedulers and "
+				    "--long-calls\n");
+		return 2;
+	}
+	if (by != XB_BY_NONE && mode) {
+		fprintf(stderr, PROG ": --by groups the samples of a profile; %s %s: drop --by\n", mode,
+			o.pstack ? "already shows one stack per scheduler, with the process it runs"
+			: o.check ? "samples nothing"
+			: o.live ? "shows the hottest functions as they change"
+				 : "already reports per scheduler, process and CPU");
+		return 2;
+	}
+	if (sched_mode() && (o.pstack || o.check || o.blame || o.only_erlang || o.live)) {
+		fprintf(stderr, PROG ": %s is a report of its own; drop %s\n", o.schedulers ? "--schedulers" : "--long-calls",
+			o.pstack ? "--pstack" : o.check ? "--check" : o.blame ? "--blame" : o.only_erlang ? "--only-erlang"
+			: "--live");
+		return 2;
+	}
+	if (o.long_calls_ms_given && !sched_mode()) {
+		fprintf(stderr, PROG ": --long-calls-ms goes with --schedulers or --long-calls\n");
+		return 2;
+	}
+	if (o.format && strcmp(o.format, "json") == 0 && !sched_mode() && !o.dump) {
+		fprintf(stderr, PROG ": --format json is for --dump and the reports of --schedulers and "
+				    "--long-calls; a profile as JSON is --format speedscope\n");
+		return 2;
+	}
+	if (sched_mode() && o.format && strcmp(o.format, "json") != 0 && strcmp(o.format, "table") != 0) {
+		fprintf(stderr, PROG ": %s writes a table or JSON; drop --format %s\n",
+			o.schedulers ? "--schedulers" : "--long-calls", o.format);
+		return 2;
+	}
+	return 0;
+}
+
 /* The outputs the options ask for: every -o FILE (its format from its
  * extension, else --format, else the table), or standard output.  0, or 2
  * after one line on stderr. */
@@ -285,6 +364,22 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		if (o.dump && by_ext >= 0) /* a .json file is JSON, others text */
 			by_ext = strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".json") == 0 ? (int)XB_FMT_JSON
 										       : -1;
+		if (sched_mode() && by_ext >= 0) {
+			/* The scheduler report is a table (.txt) or JSON (.json). */
+			size_t len = strlen(path);
+			bool json = by_ext == XB_FMT_SPEEDSCOPE && len > 5 && strcmp(path + len - 5, ".json") == 0 &&
+				    !(len > 16 && strcmp(path + len - 16, ".speedscope.json") == 0);
+			bool txt = len > 4 && strcmp(path + len - 4, ".txt") == 0;
+			if (txt) {
+				by_ext = -1; /* --format, else the table */
+			} else if (!json) {
+				fprintf(stderr, PROG ": -o %s: --%s writes a table or JSON (.json), not %s\n", path,
+					o.schedulers ? "schedulers" : "long-calls", xb_format_names[by_ext]);
+				return 2;
+			} else {
+				by_ext = XB_FMT_JSON;
+			}
+		}
 		if (by_ext >= 0 && !o.pstack && !o.check) {
 			if (o.format && by_ext != (int)fmt) {
 				fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or "
@@ -351,18 +446,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --pstack and --blame are separate modes; pick one\n");
 		return 2;
 	}
-	if (o.dump && (o.pstack || o.blame || o.check || o.live)) {
+	if (o.dump && (o.pstack || o.blame || o.check || o.live || sched_mode() || o.by)) {
 		fprintf(stderr, PROG ": --dump is a mode of its own; drop --%s\n",
-			o.pstack ? "pstack" : o.blame ? "blame" : o.check ? "check" : "live");
+			o.pstack ? "pstack" : o.blame ? "blame" : o.check ? "check" : o.live ? "live"
+			: o.schedulers ? "schedulers" : o.long_calls ? "long-calls" : "by");
 		return 2;
 	}
 	if (o.dump && o.format && strcmp(o.format, "table") != 0 && strcmp(o.format, "json") != 0) {
 		fprintf(stderr, PROG ": --dump writes text (table) or json, not %s\n", o.format);
-		return 2;
-	}
-	if (!o.dump && o.format && strcmp(o.format, "json") == 0) {
-		fprintf(stderr, PROG ": --format json is for --dump; a profile is a table, folded, "
-				"flamegraph, speedscope or pprof\n");
 		return 2;
 	}
 	if (o.check && (o.pstack || o.blame)) {
@@ -384,6 +475,9 @@ int main(int argc, char **argv)
 				"use the table or --format folded -o FILE instead\n");
 		return 2;
 	}
+	enum xb_by by = xb_by_parse(o.by);
+	if (check_modes(by))
+		return 2;
 	struct output outs[MAX_OUTPUTS];
 	size_t nouts;
 	int prc = plan_outputs(outs, &nouts);
@@ -392,7 +486,13 @@ int main(int argc, char **argv)
 	o.s.force_reg[0] = o.force_reg[0];
 	o.s.force_reg[1] = o.force_reg[1];
 	o.s.force_reg[2] = o.force_reg[2];
-	o.s.want_identity = o.pstack || o.dump;
+	o.s.want_identity = o.pstack || o.dump || by == XB_BY_PROCESS || sched_mode(); /* pid and name of every process */
+	o.s.by = by;
+	/* Long calls: what is read live of a call's identity counts from the
+	 * next sample on (longcalls.h); drained every ms, a call loses about
+	 * a millisecond at its edges instead of a drain interval of 2-5 ms. */
+	if (sched_mode())
+		o.s.drain_ms = 1;
 	o.s.keep_old_maps = o.pstack || o.dump; /* its captured frames live until it prints */
 	o.s.capture = strcmp(o.capture, "bpf") == 0 ? XB_CAPTURE_BPF
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
@@ -450,8 +550,9 @@ int main(int argc, char **argv)
 		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
 			 s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor));
 	else
-		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
-			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "");
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
+			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
+			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
 	/* One sink per output, in the order of the outputs (sinks[i] writes
 	 * outs[i]); then the sinks that only show how the run goes. */
 	for (size_t i = 0; i < nouts; i++) {
@@ -468,9 +569,14 @@ int main(int argc, char **argv)
 						    .only = (const char *const *)argv + first + 1,
 						    .nonly = (size_t)(argc - first - 1) };
 			k = xb_dump_sink_new(&dop);
+		} else if (sched_mode()) {
+			struct xb_sched_opts so = { .json = outs[i].fmt == XB_FMT_JSON, .long_calls_only = o.long_calls,
+						    .long_calls_ms = o.long_calls_ms, .top = o.top };
+			k = xb_schedulers_sink_new(&so);
 		} else {
 			struct xb_profile_sink_opts po = { .format = outs[i].fmt, .title = title, .blame = o.blame,
-							   .top = o.top, .only_erlang = o.only_erlang };
+							   .top = o.top, .only_erlang = o.only_erlang,
+							   .grouped = by != XB_BY_NONE };
 			k = xb_profile_sink_new(&po);
 		}
 		if (!k) {

@@ -134,6 +134,12 @@ static int jit_reg(const char *src, const char *var)
 		if (sscanf(l, " const x86::Gp %63s = x86::%15[a-z0-9];", n, reg) == 2 &&
 		    strcmp(n, var) == 0) {
 			r = xb_preg_parse(reg);
+			/* "r14d" (OTP 27+ FCALLS): the low half of r14 */
+			size_t len = strlen(reg);
+			if (r == XB_PREG_NONE && len > 1 && reg[len - 1] == 'd') {
+				reg[len - 1] = 0;
+				r = xb_preg_parse(reg);
+			}
 			break;
 		}
 	}
@@ -246,8 +252,9 @@ static void print_flavor(const char *name, int64_t *off, struct xb_regroles *r)
 			printf("\t\t\t[%s] = %lld, /* %s (%s) */\n", xb_field_specs[i].id, (long long)off[i],
 			       xb_field_name(i), xb_field_specs[i].source);
 	}
-	printf("\t\t},\n\t\t.regs = { .c_p = %s, .E = %s, .I = %s, .E_saved = %s },\n\t},\n",
-	       xb_preg_enum_name(r->c_p), xb_preg_enum_name(r->E), xb_preg_enum_name(r->I), xb_preg_enum_name(r->E_saved));
+	printf("\t\t},\n\t\t.regs = { .c_p = %s, .E = %s, .I = %s, .E_saved = %s, .fcalls = %s },\n\t},\n",
+	       xb_preg_enum_name(r->c_p), xb_preg_enum_name(r->E), xb_preg_enum_name(r->I), xb_preg_enum_name(r->E_saved),
+	       xb_preg_enum_name(r->fcalls));
 }
 
 int main(int argc, char **argv)
@@ -273,7 +280,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int64_t eoff[XB_F_COUNT], joff[XB_F_COUNT];
-	struct xb_regroles eregs = { XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE };
+	struct xb_regroles eregs = { XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE, XB_PREG_NONE };
 	struct xb_regroles jregs = eregs;
 	for (int i = 0; i < XB_F_COUNT; i++)
 		eoff[i] = joff[i] = XB_NOFIELD;
@@ -292,6 +299,7 @@ int main(int argc, char **argv)
 		jregs.E = jit_reg(src, "E");
 		jregs.E_saved = jit_reg(src, "E_saved");
 		jregs.I = XB_PREG_IP; /* the sampled pc is the Erlang pc */
+		jregs.fcalls = jit_reg(src, "FCALLS");
 	}
 	char ident[64];
 	snprintf(ident, sizeof(ident), "%s", erts);

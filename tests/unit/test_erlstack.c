@@ -63,9 +63,9 @@ static void setup(enum xb_flavor flavor)
 	vm->off[XB_F_PROC_CURRENT] = 472;
 	vm->off[XB_F_MFA_ARITY] = 16;
 	if (flavor == XB_FLAVOR_JIT)
-		vm->regs = (struct xb_regroles){ XB_PREG_R13, XB_PREG_SP, XB_PREG_IP, XB_PREG_BP };
+		vm->regs = (struct xb_regroles){ XB_PREG_R13, XB_PREG_SP, XB_PREG_IP, XB_PREG_BP, XB_PREG_R14 };
 	else
-		vm->regs = (struct xb_regroles){ XB_PREG_R13, XB_PREG_R12, XB_PREG_BX, XB_PREG_NONE };
+		vm->regs = (struct xb_regroles){ XB_PREG_R13, XB_PREG_R12, XB_PREG_BX, XB_PREG_NONE, XB_PREG_NONE };
 	add_code("m:f/1", F_START, G_START);
 	add_code("m:g/1", G_START, H_START);
 	add_code("m:h/0", H_START, H_START + 0x100);

@@ -1542,6 +1542,7 @@ int main(int argc, char **argv)
 	erlstack_cases();
 	names_cases();
 	heapsample_cases();
+	sched_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

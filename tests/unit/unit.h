@@ -27,5 +27,7 @@ void erlstack_cases(void);
 void names_cases(void);
 /* test_heapsample.c */
 void heapsample_cases(void);
+/* test_sched.c */
+void sched_cases(void);
 
 #endif

@@ -209,7 +209,7 @@ const struct xb_release xb_release_erts_13_1_5 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 		},
-		.regs = { .c_p = XB_PREG_R12, .E = XB_PREG_R13, .I = XB_PREG_BX, .E_saved = XB_PREG_NONE },
+		.regs = { .c_p = XB_PREG_R12, .E = XB_PREG_R13, .I = XB_PREG_BX, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
 	.jit = {
 		.off = {
@@ -410,7 +410,7 @@ const struct xb_release xb_release_erts_13_1_5 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 		},
-		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP },
+		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
 	.thread_fmt = { "%d_scheduler", "%d_dirty_cpu_scheduler", "%d_dirty_io_scheduler" }, /* erl_process.c */
 	.sym_ranges = "r", /* beam_ranges.c: static struct ranges r[] */

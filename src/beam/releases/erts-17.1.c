@@ -209,7 +209,7 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = XB_NOFIELD, /* ErtsHLTimer_ size */
 			[XB_F_BIFTIMER_SIZE] = XB_NOFIELD, /* ErtsBifTimer_ size */
 		},
-		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE },
+		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
 	.jit = {
 		.off = {
@@ -410,7 +410,7 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 		},
-		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP },
+		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
 	.thread_fmt = { "erts_sched_%d", "erts_dcpus_%d", "erts_dios_%d" }, /* erl_process.c */
 	.sym_ranges = "r", /* beam_ranges.c: static struct ranges r[] */

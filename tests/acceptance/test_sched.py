@@ -1,0 +1,599 @@
+"""Who runs where (issue 13), against real VMs: --by process|scheduler|cpu|
+thread in every format, --schedulers (utilisation against the VM's own
+scheduler_wall_time and microstate accounting in the same window), long NIF
+calls (against the lengths the NIF itself measured), migrations, the CPU
+view, and the option combinations that are refused.
+
+Workloads: tests/workloads/xb_sched.erl, and the NIF library
+tests/workloads/xb_sched_nif.c built with the target VM's own erl_nif.h."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_formats import frame_titles, check_svg_file, load_speedscope, pprof_traces  # noqa: E402
+from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
+                    wait_for)
+
+TOOL = "erlang-sample"
+WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
+ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
+GROUP = re.compile(r"^== (.*): (\d+) samples, (\d+\.\d+)% of all$")
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+def build_sched_nif(target, outdir):
+    """tests/workloads/xb_sched_nif.c against the target VM's own erl_nif.h;
+    returns the path without ".so"."""
+    incs = [os.path.join(target.root, "lib", "erlang", "usr", "include"),
+            os.path.join(target.root, "usr", "include")]
+    if target.name == "stock":
+        incs.append("/usr/lib/erlang/usr/include")
+    inc = next((d for d in incs if os.path.exists(os.path.join(d, "erl_nif.h"))), None)
+    check(inc is not None, "no erl_nif.h of %s (looked in %s)" % (target.name, ", ".join(incs)))
+    so = os.path.join(outdir, "xb_sched_nif.so")
+    r = run_cmd(["gcc", "-shared", "-fPIC", "-O2", "-g", "-Wall", "-Werror", "-I", inc, "-o", so,
+                 os.path.join(WORKLOADS, "xb_sched_nif.c"), "-lpthread"])
+    check(r.rc == 0, "building xb_sched_nif.so failed", r.describe())
+    log("NIF built with %s" % os.path.join(inc, "erl_nif.h"))
+    return so[:-3]
+
+
+def sample(vm, *args, timeout=90):
+    r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout)
+    check(r.rc == 0 and not r.timed_out, "erlang-sample %s failed (exit %s)" % (" ".join(args), r.rc),
+          r.describe())
+    return r
+
+
+class Window:
+    """erlang-sample ARGS running in the background; the VM's own
+    scheduler_wall_time and microstate accounting taken over the same
+    window: started once erlang-sample says it samples, read once it has
+    exited."""
+
+    def __init__(self, vm, d, *args):
+        self.vm = vm
+        self.out, self.err = os.path.join(d, "sample.out"), os.path.join(d, "sample.err")
+        with open(self.out, "w") as fo, open(self.err, "w") as fe:
+            self.p = spawn_tool(TOOL, "-v", *args, vm.pid, stdout=fo, stderr=fe)
+        check(wait_for(lambda: "code entries" in open(self.err).read() or self.p.poll() is not None,
+                       timeout=30),
+              "erlang-sample did not start sampling", open(self.err).read())
+        check(self.p.poll() is None, "erlang-sample exited early", open(self.err).read())
+        self.before = vm.eval_raw("xb_sched:window_start()").decode()
+
+    def finish(self):
+        try:
+            self.p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            check(False, "erlang-sample did not finish")
+        self.after = self.vm.eval_raw("xb_sched:window_end()").decode()
+        err = open(self.err).read()
+        check(self.p.returncode == 0, "erlang-sample exited %d" % self.p.returncode, err)
+        return open(self.out).read(), err
+
+    def swt(self):
+        """{scheduler id: share of the window it was active}"""
+        def parse(text):
+            return {int(m.group(1)): (int(m.group(2)), int(m.group(3)))
+                    for m in re.finditer(r"^swt (\d+) (\d+) (\d+)$", text, re.M)}
+        a, b = parse(self.before), parse(self.after)
+        return {i: (b[i][0] - a[i][0]) / float(b[i][1] - a[i][1])
+                for i in a if i in b and b[i][1] > a[i][1]}
+
+    def msacc(self):
+        """{(type, id): {state: time}}"""
+        out = {}
+        for m in re.finditer(r"^msacc (\S+) (\d+) (\S+) (\d+)$", self.after, re.M):
+            out.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = int(m.group(4))
+        return out
+
+
+def parse_grouped_table(text):
+    """(groups [(name, samples, pct, rows[(count, name, pct, tag)])]) of a
+    --by table."""
+    lines = text.splitlines()
+    check(lines and re.match(r"^processed \d+/\d+ samples", lines[0]), "no 'processed' line", text[:500])
+    groups = []
+    for line in lines[1:]:
+        g = GROUP.match(line)
+        if g:
+            groups.append((g.group(1), int(g.group(2)), float(g.group(3)), []))
+            continue
+        r = ROW.match(line)
+        if r and groups:
+            groups[-1][3].append((int(r.group(1)), r.group(2), float(r.group(3)), r.group(4)))
+    return groups
+
+
+def folded_roots(text):
+    """{root frame: samples} of folded stacks."""
+    roots = {}
+    for line in text.splitlines():
+        stack, n = line.rsplit(" ", 1)
+        root = stack.split(";")[0]
+        roots[root] = roots.get(root, 0) + int(n)
+    return roots
+
+
+def pid_of(vm, name):
+    pid = vm.eval("whereis(%s)" % name)
+    check(pid.startswith("<"), "%s is not running: %s" % (name, pid))
+    return pid
+
+
+def wait_running(vm, name):
+    """Wait until process NAME has run (its reductions grew): an event, not
+    a sleep."""
+    first = vm.eval("element(2, process_info(whereis(%s), reductions))" % name)
+    check(wait_for(lambda: vm.eval("element(2, process_info(whereis(%s), reductions))" % name) != first,
+                   timeout=30, step=0.05), "%s does not run" % name)
+
+
+# ---------------------------------------------------------------------------
+# --by
+
+@per_vm()
+@timeout(240)
+def test_by_process_ratio_in_every_format(target):
+    """Two registered workers with a 2:1 CPU ratio by construction: --by
+    process gives each a group with its pid and name, shares within +-5
+    points of 67/33 in the table; in folded, the flame graph, speedscope
+    and pprof each group is the outermost frame.  --by scheduler, cpu and
+    thread name their groups as documented."""
+    d = tmpdir()
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_sched:ratio(2, 1)")
+        w2, w1 = pid_of(vm, "xb_w2"), pid_of(vm, "xb_w1")
+        wait_running(vm, "xb_w1")
+        files = {ext: os.path.join(d, "by." + ext)
+                 for ext in ("table", "folded", "svg", "speedscope.json", "pb.gz")}
+        r = sample(vm, "-d", "6", "--by", "process", *sum((["-o", p] for p in files.values()), []))
+        groups = parse_grouped_table(open(files["table"]).read())
+        byname = {g[0]: g for g in groups}
+        g2, g1 = "%s xb_w2" % w2, "%s xb_w1" % w1
+        check(g2 in byname and g1 in byname, "no group '%s' and '%s' in the table" % (g2, g1),
+              open(files["table"]).read()[:3000])
+        n2, n1 = byname[g2][1], byname[g1][1]
+        check(n2 + n1 >= 500, "only %d samples of the workers" % (n2 + n1), r.err)
+        share = 100.0 * n2 / (n2 + n1)
+        log("table: %s %d, %s %d samples: %.1f%% / %.1f%% (truth 66.7/33.3)" % (g2, n2, g1, n1, share,
+                                                                              100 - share))
+        check(abs(share - 200.0 / 3) <= 5, "xb_w2's share %.1f%%, not 66.7 +- 5" % share,
+              open(files["table"]).read()[:3000])
+        # its top rows: the work unit, in that group
+        check(any(row[1] == "xb_sched:unit/1" for row in byname[g2][3]),
+              "xb_w2's block does not show xb_sched:unit/1", open(files["table"]).read()[:3000])
+        # folded: every stack starts at its group
+        roots = folded_roots(open(files["folded"]).read())
+        check(roots.get(g2) == n2 and roots.get(g1) == n1,
+              "folded roots %r do not match the table (%d, %d)" % (
+                  {k: v for k, v in roots.items() if "xb_w" in k}, n2, n1))
+        # flame graph: the groups are the frames right above "all"
+        root, _ = check_svg_file(files["svg"])
+        titles = {t[0] for t in frame_titles(root)}
+        check(g2 in titles and g1 in titles, "the flame graph has no frame %r / %r" % (g2, g1))
+        # speedscope: one profile per group, named by it
+        doc = load_speedscope(files["speedscope.json"])
+        names = {p["name"] for p in doc["profiles"]}
+        check(g2 in names and g1 in names, "speedscope profiles %r" % sorted(names)[:10])
+        # pprof, read by go tool pprof: the group is the root of each trace
+        traces, out = pprof_traces(files["pb.gz"])
+        check([f for _, f in traces if f and f[-1] == g2] and [f for _, f in traces if f and f[-1] == g1],
+              "go tool pprof -traces: no trace rooted at %s / %s" % (g2, g1), out[:3000])
+
+        # --by scheduler / cpu / thread: the group names
+        wanted = {"scheduler": r"^(scheduler \d+|dirty (CPU|I/O) scheduler \d+|thread .+)$",
+                  "cpu": r"^cpu (\d+|unknown)$", "thread": r"^thread \d+ \(.*\)$"}
+        for by, pat in wanted.items():
+            f = os.path.join(d, "by-%s.folded" % by)
+            sample(vm, "-d", "2", "--by", by, "-o", f)
+            roots = folded_roots(open(f).read())
+            bad = [g for g in roots if not re.match(pat, g)]
+            check(roots and not bad, "--by %s: roots %r do not match %s" % (by, bad[:5], pat))
+            top = max(roots, key=roots.get)
+            log("--by %s: %d groups, most samples in %r" % (by, len(roots), top))
+            if by == "scheduler":
+                check(re.match(r"^scheduler \d+$", top), "--by scheduler: most samples in %r" % top)
+        r = sample(vm, "-d", "2", "--by", "scheduler", "-t", "3")
+        groups = parse_grouped_table(r.out)
+        check(groups and all(len(g[3]) <= 3 for g in groups) and
+              abs(sum(g[2] for g in groups) - 100) < 0.5 + 0.01 * len(groups),
+              "--by scheduler table: blocks of at most 3 rows whose shares add up to 100%", r.out)
+        # --blame by process: the blamed rows per process; in stack formats
+        # the process is the root of the blamed stacks.
+        vm.eval("xb_sched:stop()")
+        vm.eval("xb_gc:start()")
+        wait_running(vm, "xb_alloc")
+        g = "%s xb_alloc" % pid_of(vm, "xb_alloc")
+        bt, bf = os.path.join(d, "blame.table"), os.path.join(d, "blame.folded")
+        sample(vm, "-d", "3", "--by", "process", "--blame", "erts_garbage_collect", "-o", bt, "-o", bf)
+        text = open(bt).read()
+        groups = parse_grouped_table(text)
+        m = re.search(r"^blame erts_garbage_collect: (\d+) samples", text, re.M)
+        check(m and groups and groups[0][0] == g and sum(x[1] for x in groups) == int(m.group(1)),
+              "--by process --blame: the first block is not %s, or the blocks do not add up" % g, text[:3000])
+        check(any(row[1].startswith("xb_gc:") for row in groups[0][3]), "xb_alloc's block has no xb_gc row",
+              text[:3000])
+        roots = folded_roots(open(bf).read())
+        check(roots.get(g, 0) == groups[0][1], "--blame folded: %s roots %d samples, the table %d"
+              % (g, roots.get(g, 0), groups[0][1]))
+        log("--by process --blame erts_garbage_collect: %s first, %d of %s samples" % (g, groups[0][1], m.group(1)))
+
+
+def test_by_and_report_combinations_refused():
+    """What --by means with the other modes: refused with one line that
+    says why (before attaching: PID 1 is never read)."""
+    cases = [(["--pstack", "--by", "process"], "already shows one stack per scheduler"),
+             (["--schedulers", "--by", "cpu"], "already reports per scheduler"),
+             (["--check", "--by", "thread"], "--by"),
+             (["--by", "nobody"], "--by"),
+             (["--format", "json"], "--format speedscope"),
+             (["--long-calls-ms", "5"], "--long-calls-ms goes with"),
+             (["--schedulers", "--long-calls"], "pick one"),
+             (["--schedulers", "--blame", "copy_struct"], "drop --blame"),
+             (["--schedulers", "--format", "folded"], "table or JSON"),
+             (["--long-calls", "-o", os.path.join(tmpdir(), "x.svg")], "table or JSON"),
+             (["--long-calls", "-o", os.path.join(tmpdir(), "x.speedscope.json")], "table or JSON")]
+    for args, why in cases:
+        r = run_tool(TOOL, *(args + ["1"]), timeout=20)
+        check(r.rc == 2 and why in r.err and len(r.lines_err) == 1,
+              "%s: exit %s, stderr %r (want 2 and one line with %r)" % (" ".join(args), r.rc, r.err, why))
+        check(not os.path.exists(os.path.join(tmpdir(), "x.svg")), "a refused run left its output")
+
+
+# ---------------------------------------------------------------------------
+# --schedulers
+
+def states_of(s):
+    return s["states"]
+
+
+@per_vm()
+@timeout(240)
+def test_schedulers_busy_one_of_four(target):
+    """4 schedulers, one process bound to scheduler 2 and busy, the rest
+    idle: --schedulers shows scheduler 2 >= 90 % in Erlang code and the
+    others mostly idle; utilisation agrees within 10 points with
+    erlang:statistics(scheduler_wall_time) over the same window (busy:
+    on a CPU or preempted while working; utilisation alone where the
+    machine let the VM run); states that exist in both agree with
+    microstate accounting in the same run.  The table and JSON come from
+    the same samples."""
+    d = tmpdir()
+    with VM(target, schedulers=4) as vm:
+        vm.eval("xb_sched:busy(2)")
+        wait_running(vm, "xb_busy")
+        busy_pid = pid_of(vm, "xb_busy")
+        jpath, tpath = os.path.join(d, "sched.json"), os.path.join(d, "sched.txt")
+        w = Window(vm, d, "-d", "6", "--schedulers", "-o", jpath, "-o", tpath)
+        out, err = w.finish()
+        doc = json.load(open(jpath))
+        table = open(tpath).read()
+        swt, msacc = w.swt(), w.msacc()
+        normal = [s for s in doc["schedulers"] if s["type"] == "normal"]
+        check([s["scheduler"] for s in normal] == ["1", "2", "3", "4"], "normal schedulers %r" %
+              [s["scheduler"] for s in normal])
+        check({s["type"] for s in doc["schedulers"]} >= {"normal", "dirty_cpu", "dirty_io"},
+              "dirty schedulers missing: %r" % [s["scheduler"] for s in doc["schedulers"]])
+        lines = []
+        for s in normal:
+            sid = int(s["scheduler"])
+            m = msacc.get(("scheduler", sid), {})
+            total = float(sum(m.values())) or 1.0
+            awake = total - m.get("sleep", 0)
+            lines.append("scheduler %d: util %.3f rq-wait %.3f busy %.3f | swt %.3f | msacc awake %.3f "
+                         "emulator %.3f gc %.3f other %.3f | ours emulator %.3f bif %.3f nif %.3f gc "
+                         "%.3f scheduling %.3f (%d samples)"
+                         % (sid, s["utilization"], s["runqueue_wait"], s["busy"], swt.get(sid, -1),
+                            awake / total, m.get("emulator", 0) / (awake or 1), m.get("gc", 0) / (awake or 1),
+                            m.get("other", 0) / (awake or 1), s["states"]["emulator"], s["states"]["bif"],
+                            s["states"]["nif"], s["states"]["gc"], s["states"]["scheduling"], s["samples"]))
+        detail = "\n".join(lines) + "\n" + table
+        for l in lines:
+            log(l)
+        hot = normal[1]
+        check(hot["top_processes"] and hot["top_processes"][0]["pid"] == busy_pid and
+              hot["top_processes"][0]["name"] == "xb_busy" and hot["top_processes"][0]["share"] >= 0.9,
+              "scheduler 2's top process is not xb_busy (>= 90%%): %r" % hot["top_processes"], detail)
+        check(hot["samples"] >= 300, "scheduler 2: only %d samples" % hot["samples"], detail)
+        check(hot["states"]["emulator"] >= 0.9, "scheduler 2: %.1f%% in Erlang code (< 90%%)"
+              % (100 * hot["states"]["emulator"]), detail)
+        for s in normal:
+            sid = int(s["scheduler"])
+            check(sid in swt, "no scheduler_wall_time for scheduler %d" % sid, w.after)
+            check(abs(s["busy"] - swt[sid]) <= 0.10,
+                  "scheduler %d: busy %.3f, scheduler_wall_time %.3f (more than 10 points apart)"
+                  % (sid, s["busy"], swt[sid]), detail)
+            if s["runqueue_wait"] < 0.05:
+                check(abs(s["utilization"] - swt[sid]) <= 0.10,
+                      "scheduler %d: utilization %.3f, scheduler_wall_time %.3f (the machine let it "
+                      "run: they must agree)" % (sid, s["utilization"], swt[sid]), detail)
+            if s is not hot:
+                check(s["busy"] <= 0.10 and s["utilization"] <= 0.10,
+                      "scheduler %d is not idle: %r" % (sid, s), detail)
+        # msacc, same window: the states both have
+        m = msacc.get(("scheduler", 2), {})
+        awake = float(sum(m.values()) - m.get("sleep", 0))
+        check(awake > 0, "no microstate accounting of scheduler 2", w.after)
+        st = hot["states"]
+        # msacc's default states fold BIFs, NIFs and copying into emulator
+        ours_emulator = st["emulator"] + st["bif"] + st["nif"] + st["copy"]
+        check(abs(ours_emulator - m.get("emulator", 0) / awake) <= 0.10,
+              "scheduler 2: emulator %.3f here, %.3f by msacc" % (ours_emulator, m.get("emulator", 0) / awake),
+              detail)
+        check(abs(st["gc"] - (m.get("gc", 0) + m.get("gc_full", 0)) / awake) <= 0.05,
+              "scheduler 2: gc %.3f here, %.3f by msacc" % (st["gc"], m.get("gc", 0) / awake), detail)
+        # msacc's "not sleeping" is the kernel's on a CPU or waiting for one
+        # (a scheduler woken on a loaded machine leaves msacc's sleep state
+        # only once it gets a CPU), and the idle ones are "other" to msacc
+        # (scheduling, spinning) as they are "scheduling" here.
+        for s in normal:
+            sid = int(s["scheduler"])
+            m = msacc.get(("scheduler", sid), {})
+            total = float(sum(m.values())) or 1.0
+            awake = (total - m.get("sleep", 0)) / total
+            check(abs(s["utilization"] + s["runqueue_wait"] - awake) <= 0.10,
+                  "scheduler %d: on a CPU or waiting for one %.3f of the time, msacc awake %.3f"
+                  % (sid, s["utilization"] + s["runqueue_wait"], awake), detail)
+            if s is not hot and s["samples"] >= 5:
+                check(s["states"]["scheduling"] >= 0.5, "idle scheduler %d not mostly scheduling: %r"
+                      % (sid, s["states"]), detail)
+        # the table tells the same
+        row = re.search(r"^2\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%", table, re.M)
+        check(row and abs(float(row.group(1)) - 100 * hot["utilization"]) < 0.11 and
+              int(row.group(4)) == hot["samples"] and abs(float(row.group(5)) - 100 * st["emulator"]) < 0.11,
+              "the table's scheduler 2 row does not match the JSON", table)
+        check(re.search(r"xb_busy \d+\.\d%", table), "the table does not name xb_busy", table)
+        # the CPU view: every sample of a scheduler on some CPU
+        cpus = doc["cpus"]
+        check(cpus and all(abs(sum(t["share"] for t in c["threads"]) - 1) < 0.01 for c in cpus),
+              "cpus: shares per CPU do not add up: %r" % cpus)
+        on = sum(c["samples"] * t["share"] for c in cpus for t in c["threads"] if t["thread"] == "scheduler 2")
+        check(abs(on - hot["samples"]) <= 0.01 * hot["samples"] + 1,
+              "cpus: scheduler 2 has %.0f samples over the CPUs, %d in all" % (on, hot["samples"]))
+        log("cpus: %s; threads moved: %s" % (
+            ", ".join("cpu %d %d" % (c["cpu"], c["samples"]) for c in cpus),
+            ", ".join("%s %d" % (t["thread"], t["moves"]) for t in doc["threads_moved"]) or "none"))
+
+
+@per_vm()
+@timeout(240)
+def test_migrating_process_is_shown(target):
+    """A process that moves between the 4 schedulers every 100 ms: shown
+    as seen on several schedulers, with migrations, in JSON and the table;
+    a process that stays put is not."""
+    d = tmpdir()
+    with VM(target, schedulers=4) as vm:
+        vm.eval("xb_sched:mover(100, 4)")
+        vm.eval("xb_sched:busy(3)")
+        wait_running(vm, "xb_mover")
+        mover, busy = pid_of(vm, "xb_mover"), pid_of(vm, "xb_busy")
+        jpath, tpath = os.path.join(d, "m.json"), os.path.join(d, "m.txt")
+        sample(vm, "-d", "4", "--schedulers", "-o", jpath, "-o", tpath)
+        doc, table = json.load(open(jpath)), open(tpath).read()
+        moved = {m["pid"]: m for m in doc["migrations"]}
+        check(mover in moved, "xb_mover (%s) is not among the migrating processes: %r" % (mover, doc["migrations"]),
+              table)
+        m = moved[mover]
+        log("xb_mover: schedulers %s, %d migrations in %d samples" % (m["schedulers"], m["migrations"],
+                                                                    m["samples"]))
+        check(m["name"] == "xb_mover" and len(m["schedulers"]) >= 3 and m["migrations"] >= 3,
+              "xb_mover seen on %r with %d migrations (want >= 3 schedulers, >= 3 migrations)"
+              % (m["schedulers"], m["migrations"]), table)
+        check(busy not in moved, "xb_busy, bound to scheduler 3, is reported migrating: %r" % moved.get(busy))
+        check(re.search(r"^  %s xb_mover: schedulers [\d,]+; \d+ migrations" % re.escape(mover), table, re.M),
+              "the table does not show xb_mover's migrations", table)
+        ins = sum(s["migrations_in"] for s in doc["schedulers"] if s["type"] == "normal")
+        check(ins >= m["migrations"], "migrations into schedulers %d < the mover's %d" % (ins, m["migrations"]))
+
+
+# ---------------------------------------------------------------------------
+# long NIF calls
+
+SLACK_NS = 1000000  # the NIF reads its clock a moment after entry and before return
+
+
+def nif_truth(vm, doc=None):
+    """The NIF's own record of its calls: [(start_ns, end_ns, cpu_ns,
+    asked_us)], xb_long's (asked 50000 us) and xb_short's that the machine
+    stretched to 1 ms or more; with DOC (a report), once the NIF has
+    recorded the end of every call the report saw (the last may still run
+    when sampling stops)."""
+    def read():
+        text = vm.eval_raw("xb_sched_nif:calls()").decode()
+        return [tuple(int(x) for x in m.groups())
+                for m in re.finditer(r"^call (\d+) (\d+) (\d+) (\d+)$", text, re.M)]
+    if not doc or not doc["long_calls"]:
+        return read()
+    last = max(c["last_ns"] for c in doc["long_calls"])
+    # xb_long calls all the time: once one of its calls ended well after
+    # the last sample, every call the report saw has ended and is recorded
+    truth = wait_for(lambda: [t for t in [read()] if max([x[1] for x in t if x[3] >= 10000] + [0]) >= last + 60e6],
+                     timeout=30)
+    check(truth, "the NIF recorded no call ending after the last sample the report has")
+    return truth[0]
+
+
+def clean(truth, i):
+    """Did call I of TRUTH run on a CPU throughout, and its neighbours too,
+    back to back?  Only then can a sampler of on-CPU time see its edges
+    within a sample period: a thread preempted around a call's start or end
+    shows no samples there (the NIF holds its scheduler all the same)."""
+    if i == 0 or i + 1 >= len(truth):
+        return False
+    for j in (i - 1, i, i + 1):
+        s, e, cpu = truth[j][:3]
+        if cpu < 0.9 * (e - s):
+            return False
+    return truth[i][0] - truth[i - 1][1] < 2000000 and truth[i + 1][0] - truth[i][1] < 2000000
+
+
+def within(c, truth):
+    """Indices of the measured calls that hold reported call C."""
+    return [i for i, t in enumerate(truth) if t[0] - SLACK_NS <= c["first_ns"] and c["last_ns"] <= t[1] + SLACK_NS]
+
+
+def check_long_calls(doc, all_truth, long_pid, short_pid, what):
+    """Every long call reported for xb_long lies within one call the NIF
+    measured (never two merged), its bounds hold that call's real length,
+    and its function, caller, process and scheduler are right.  No 0.5 ms
+    call of xb_short is reported: one reported is a call the machine
+    stretched (its thread preempted in the middle; the NIF measured it),
+    with bounds holding its real length.  Returns (calls checked,
+    [(call, real ms)] of the clean calls, [(call, real ms)] of those 45..55
+    ms long, short calls stretched and reported)."""
+    truth = [t for t in all_truth if t[3] >= 10000]
+    stretched = [t for t in all_truth if t[3] < 10000]
+    calls = doc["long_calls"]
+    short = [c for c in calls if c["pid"] == short_pid]
+    for c in short:
+        inside = within(c, stretched)
+        check(inside, "%s: a 0.5 ms call of xb_short reported as a long call: %r (the NIF measured no "
+              "call of 1 ms or more there: %r)" % (what, c, [t for t in stretched if abs(t[0] - c["first_ns"]) < 2e7]))
+        real = (stretched[inside[0]][1] - stretched[inside[0]][0]) / 1e6
+        check(c["min_ms"] <= real + SLACK_NS / 1e6 and (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"]),
+              "%s: xb_short's stretched call of %.2f ms reported as [%s, %s]" % (what, real, c["min_ms"], c["max_ms"]))
+    calls = [c for c in calls if c["pid"] != short_pid]
+    others = [c for c in calls if c["pid"] != long_pid]
+    check(not others, "%s: long calls of other processes: %r" % (what, others[:3]))
+    bad, cleaned = [], []
+    fifty = fifty_calls(calls, truth)
+    for c in calls:
+        if not (c["function"] == "xb_sched_spin_nif" and c["library"] == "xb_sched_nif.so" and
+                c["caller"] == "xb_sched:long_loop/1" and c["name"] == "xb_long" and c["scheduler"] == "1"):
+            bad.append(("wrong function, caller, process or scheduler", c))
+            continue
+        inside = within(c, truth)
+        if not inside:
+            near = ["[%d, %d] %.2f ms cpu %.2f" % (t[0], t[1], (t[1] - t[0]) / 1e6, t[2] / float(t[1] - t[0]))
+                    for t in truth if t[1] >= c["first_ns"] - 60e6 and t[0] <= c["last_ns"] + 60e6]
+            bad.append(("not within one call the NIF measured; calls around it: %s" % near, c))
+            continue
+        s, e = truth[inside[0]][:2]
+        real = (e - s) / 1e6
+        if not (c["min_ms"] <= real + SLACK_NS / 1e6 and (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"])):
+            bad.append(("bounds [%s, %s] do not hold the real %.2f ms" % (c["min_ms"], c["max_ms"], real), c))
+        # (a call cut by the start or end of sampling has no upper bound)
+        if clean(truth, inside[0]) and c["max_ms"] is not None:
+            cleaned.append((c, real))
+    check(not bad, "%s: %d of %d long calls wrong: %s" % (what, len(bad), len(calls), bad[:3]))
+    return len(calls), cleaned, fifty, short
+
+
+def fifty_calls(calls, truth):
+    """[(call, real ms)] of the reported calls whose real length was 45..55
+    ms (not stretched much by preemption at its end)."""
+    out = []
+    for c in calls:
+        inside = [truth[i] for i in within(c, truth)]
+        if inside and 45 <= (inside[0][1] - inside[0][0]) / 1e6 <= 55 and c["max_ms"] is not None:
+            out.append((c, (inside[0][1] - inside[0][0]) / 1e6))
+    return out
+
+
+@per_vm()
+@timeout(300)
+def test_long_nif_calls(target):
+    """xb_long calls a NIF that spins 50 ms, yielding between calls (every
+    call in a time slice of its own, with the same reductions left); next
+    to it xb_short calls the same NIF for 0.5 ms back to back (consecutive
+    samples of xb_short: same NIF, same caller, same process).  The 50 ms
+    calls are reported with the right caller, process and scheduler, each
+    within one call the NIF itself measured (never two merged), with
+    bounds that hold its real length, and within [40, 60] ms where the
+    machine let the thread run through it; no 0.5 ms call is reported:
+    what tells calls apart is their identity (c_p->fcalls: within a time
+    slice; c_p->reds: across slices)."""
+    d = tmpdir()
+    lib = build_sched_nif(target, d)
+    with VM(target, schedulers=4) as vm:
+        vm.eval('ok = xb_sched_nif:load("%s")' % lib)
+        long_pid = vm.eval("xb_sched:long_nif(50000)")
+        check(wait_for(lambda: nif_truth(vm), timeout=30), "xb_long made no call")
+        # xb_long alone first: the VM wants one CPU, so on a loaded machine
+        # more of its calls run unpreempted (the [40, 60] ms check).
+        cleaned, fifty, checked = [], [], 0
+        for rnd in range(3):
+            r = sample(vm, "-d", "5", "--long-calls", "--format", "json", "-t", "1000")
+            doc = json.loads(r.out)
+            n, cl, fi, _ = check_long_calls(doc, nif_truth(vm, doc), long_pid, None, "xb_long alone")
+            check(n >= 20, "only %d long calls of xb_long reported in 5 s" % n, r.out[:3000])
+            checked += n
+            cleaned += cl
+            fifty += fi
+            if len(cleaned) >= 5:
+                break
+        # Where the thread ran through a call and its neighbours, its
+        # bounds are within [40, 60] ms.
+        wrong = [(c["min_ms"], c["max_ms"], real) for c, real in cleaned
+                 if not (40 <= c["min_ms"] and c["max_ms"] <= 60)]
+        check(not wrong, "calls that ran unpreempted, reported outside [40, 60] ms: (min, max, real) %r" % wrong[:5])
+        # A preempted thread shows no samples while it waits for a CPU, so
+        # the bounds widen by that wait at the call's edges; their middle
+        # stays within [40, 60] ms for a call of 45..55 ms.
+        mid = [(c["min_ms"], c["max_ms"], real) for c, real in fifty
+               if not 40 <= (c["min_ms"] + c["max_ms"]) / 2 <= 60]
+        check(len(fifty) >= 20 and len(mid) <= 0.1 * len(fifty),
+              "%d of %d calls of 45..55 ms have bounds centred outside [40, 60]: (min, max, real) %r"
+              % (len(mid), len(fifty), mid[:5]))
+        inside = sum(1 for c, _ in fifty if 40 <= c["min_ms"] and c["max_ms"] <= 60)
+        log("xb_long alone: %d long calls, each within one call the NIF measured, bounds holding its real "
+            "length; %d ran unpreempted (all within [40, 60] ms); of %d calls of 45..55 ms, %d within "
+            "[40, 60] ms, all centred within it (load %s)" % (
+                checked, len(cleaned), len(fifty), inside, open("/proc/loadavg").read().split()[0]))
+
+        # Next to xb_short: same NIF, back to back on scheduler 2.
+        short_pid = vm.eval("xb_sched:short_nif(500)")
+        wait_running(vm, "xb_short")
+        jpath, tpath = os.path.join(d, "calls.json"), os.path.join(d, "calls.txt")
+        r = sample(vm, "-d", "5", "--schedulers", "-t", "1000", "-o", jpath, "-o", tpath)
+        doc, table = json.load(open(jpath)), open(tpath).read()
+        n, _, _, st1 = check_long_calls(doc, nif_truth(vm, doc), long_pid, short_pid, "xb_long next to xb_short")
+        check(n >= 10, "only %d long calls of xb_long reported next to xb_short" % n, table)
+        s2 = [s for s in doc["schedulers"] if s["scheduler"] == "2"][0]
+        check(s2["samples"] >= 50 and s2["nif_share"] >= 0.9 and s2["top_processes"][0]["pid"] == short_pid,
+              "scheduler 2 is not xb_short in the NIF: %r" % s2, table)
+        if target.flavor == "jit":
+            # FCALLS from its register: exact; every sample a call of its own
+            check(s2["native_calls"] >= 0.8 * s2["native_call_samples"],
+                  "scheduler 2: %d calls told apart in %d samples" % (s2["native_calls"], s2["native_call_samples"]))
+        log("xb_short on scheduler 2: %d samples, %.0f%% in the NIF under xb_sched:short_loop/1, %d calls told "
+            "apart, none of 0.5 ms reported long (%d stretched by the machine, measured so by the NIF, "
+            "reported with it); xb_long: %d long calls" % (
+                s2["samples"], 100 * s2["nif_share"], s2["native_calls"], len(st1), n))
+        # the per-scheduler summary: its longest call is the longest reported
+        # (whose bounds were checked against the NIF's clock above)
+        s1 = [s for s in doc["schedulers"] if s["scheduler"] == "1"][0]
+        longest = max(doc["long_calls"], key=lambda c: c["min_ms"])
+        check(s1["longest_call"] and abs(s1["longest_call"]["min_ms"] - longest["min_ms"]) < 0.002,
+              "scheduler 1's longest call %r, the longest reported %r" % (s1["longest_call"], longest))
+        check(re.search(r"^\s+\d+\.\d\d\s+\S+\s+1\s+%s xb_long\s+xb_sched_spin_nif \[xb_sched_nif\.so\]\s+"
+                        r"xb_sched:long_loop/1$" % re.escape(long_pid), table, re.M),
+              "the table does not list xb_long's calls", table)
+        check(re.search(r"^  scheduler 2: nif \d+\.\d%, \d+ NIF/BIF calls seen", table, re.M),
+              "the table has no NIF summary of scheduler 2", table)
+        # The perf capture path (the default is BPF where the kernel allows
+        # it): the process struct is read live a moment after the sample.
+        r = sample(vm, "-d", "4", "--long-calls", "--capture", "perf", "--format", "json", "-t", "1000")
+        doc = json.loads(r.out)
+        n, _, fi, st2 = check_long_calls(doc, nif_truth(vm, doc), long_pid, short_pid, "--capture perf")
+        s2 = [s for s in doc["schedulers"] if s["scheduler"] == "2"][0]
+        check(n >= 10, "--capture perf: only %d long calls of xb_long" % n)
+        log("--capture perf: %d long calls of xb_long (%d of 45..55 ms, %d within [40, 60]), xb_short: %d "
+            "calls told apart in %d samples, none of 0.5 ms long (%d stretched)" % (
+                n, len(fi), sum(1 for c, _ in fi if 40 <= c["min_ms"] and c["max_ms"] <= 60),
+                s2["native_calls"], s2["native_call_samples"], len(st2)))
+        # --long-calls-ms: a higher threshold
+        r = sample(vm, "-d", "2", "--long-calls", "--format", "json", "--long-calls-ms", "30")
+        doc = json.loads(r.out)
+        check(set(doc) >= {"schedulers", "long_calls"} and doc["long_calls"] and
+              all(c["min_ms"] >= 30 and c["pid"] == long_pid for c in doc["long_calls"]),
+              "--long-calls --long-calls-ms 30: %r" % doc["long_calls"][:3])
