@@ -33,7 +33,8 @@ tests/README.md) that applies to the target and is acceptable in CI; a target
 that is not built is a FAIL; so is a test that no target of the suite runs.
 
 --asan: afterwards, the unit tests, every test without a target and every
-test on the targets in ASAN_TARGETS run again with build-asan/ (ids get
+test with a target once (on the interpreter where it runs there, else the
+stock JIT: ASAN_TARGETS) run again with build-asan/ (ids get
 @asan); wall-clock limits are scaled (xbtest.time_scale) and time limits
 doubled.  Under every run, each test's tools write sanitizer reports to a
 directory of the test (ASAN_OPTIONS/UBSAN_OPTIONS log_path), and any report
@@ -69,6 +70,8 @@ ACCEPTANCE = os.path.join(HERE, "acceptance")
 # Targets whose tests run again under ASan/UBSan with --asan: the stock JIT
 # and the interpreter (its own stack-walking code paths).
 ASAN_TARGETS = ("stock", "otp25-emu-dwarf")
+# What a test that asks for no particular VM runs on in the default suite.
+DEFAULT_WIDE_TARGETS = ("stock", "otp25-emu-dwarf")
 
 
 class Item:
@@ -126,7 +129,7 @@ def describe_spec(spec):
     return ", ".join("%s=%s" % (k, v) for k, v in spec.items() if v is not None) or "any"
 
 
-def collect(mods, targets, default_timeout, suite="default", unmatched_fails=False):
+def collect(mods, targets, default_timeout, suite="default", unmatched_fails=False, explicit_vms=False):
     items = []
     for mod in mods:
         fns = [(name, fn) for name, fn in vars(mod).items()
@@ -143,6 +146,14 @@ def collect(mods, targets, default_timeout, suite="default", unmatched_fails=Fal
                 items.append(Item(base, fn, None, None, tmo))
                 continue
             matched = [t for t in targets if xbtest.target_matches(t, spec)]
+            # The default suite runs a test that asks for no particular VM
+            # on the stock JIT and the interpreter; the JIT with DWARF (the
+            # stock VM's code with its symbols) runs the tests that ask for
+            # it, or for DWARF, and every test in the matrix.  (Keeps the
+            # default suite within its time; --vm selects any target.)
+            if suite == "default" and not any(spec.get(k) for k in ("flavor", "debug", "only", "exclude")) \
+                    and not explicit_vms:
+                matched = [t for t in matched if t.name in DEFAULT_WIDE_TARGETS] or matched
             if not matched:
                 why = "no selected VM matches (%s)" % describe_spec(spec)
                 if unmatched_fails:
@@ -473,7 +484,7 @@ def main():
         mods = load_modules()
         restricted = bool(args.vm or args.ksubs)
         items = collect(mods, targets, args.timeout, args.suite,
-                        unmatched_fails=args.strict and not restricted)
+                        unmatched_fails=args.strict and not restricted, explicit_vms=bool(args.vm))
         if args.ksubs:
             unit_ids = [] if args.no_unit else unit_case_ids()
             for k in args.ksubs:
@@ -507,10 +518,20 @@ def main():
             os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
             if not args.no_unit:
                 run_unit(args.ksubs, counts, "@asan")
+            # Each test once under the sanitizers: on the interpreter
+            # where it runs there (its own stack-walking paths), else on
+            # the stock JIT; tests without a target as they are.
+            on = {}
+            for item in items:
+                if item.fn is None or item.target is None or item.target.name not in ASAN_TARGETS:
+                    continue
+                prev = on.get(item.fn)
+                if prev is None or ASAN_TARGETS.index(item.target.name) > ASAN_TARGETS.index(prev):
+                    on[item.fn] = item.target.name
             for item in items:
                 if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None):
                     continue
-                if item.target is not None and item.target.name not in ASAN_TARGETS:
+                if item.target is not None and on.get(item.fn) != item.target.name:
                     continue
                 item.id += "@asan"
                 item.timeout *= 2

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
+from xbtest import (VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
                     tmpdir)
 
 TOOL = "erlang-sample"
@@ -124,6 +124,9 @@ def folded(path):
 
 @per_vm()
 @timeout(300)
+@no_asan("shares measured on a saturated machine: the sanitized tool's own slowness is not what "
+         "is measured; its capture paths run sanitized in test_bpf_capture_exact_deep_chain and "
+         "test_capture_fallback")
 def test_saturated_box(target):
     """Saturated machine (the VM busy on every scheduler, 2 hogs per core
     outside it): >= 99 % of samples processed on each capture path, the
@@ -288,6 +291,7 @@ def our_leaf_shares(rows, processed):
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 @timeout(240)
+@no_asan("shares compared with perf record in one run: timing, not memory safety, is measured")
 def test_broker_next_to_perf(target):
     """The broker workload (gen_server calls and casts of mid-sized terms):
     >= 98 % processed, callers unknown <= 2 % with BPF capture (<= 15 % on
