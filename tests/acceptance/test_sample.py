@@ -54,7 +54,7 @@ def test_known_split(target):
               "hot_a/1 share %.1f%%, hot_b/1 %.1f%% (truth 75/25, +-5)" % (share_a, 100 - share_a),
               r.out)
         log("share hot_a %.1f%% hot_b %.1f%%" % (share_a, 100 - share_a))
-        check_no_garbage(vm, counts, "default mode", expect=r"^xb_split:(hot_a|hot_b|phase)/1$",
+        check_no_garbage(vm, counts, "default mode", expect=r"^xb_split:(hot_a/1|hot_b/1|phase/2)$",
                          never=SPLIT_NEVER)
 
 
@@ -84,22 +84,22 @@ def test_folded_and_only_erlang(target):
         lines = [";".join(f) + " %d" % n for f, n in stacks]
         check(any(f[-1] == "xb_split:hot_a/1" or "xb_split:hot_a/1" in f for f, _ in stacks),
               "no stack through hot_a/1", "\n".join(lines[:20]))
-        # Root to leaf: phase/1 (the caller) comes before hot_a/1.
+        # Root to leaf: phase/2 (the caller) comes before hot_a/1.
         below = sum(n for f, n in stacks
-                    if any(f[i] == "xb_split:phase/1" and f[i + 1] == "xb_split:hot_a/1"
+                    if any(f[i] == "xb_split:phase/2" and f[i + 1] == "xb_split:hot_a/1"
                            for i in range(len(f) - 1)))
         through = sum(n for f, n in stacks if "xb_split:hot_a/1" in f)
         check(below >= 0.9 * through,
-              "hot_a/1 is below its caller phase/1 (root-to-leaf order) in only %d of the %d "
+              "hot_a/1 is below its caller phase/2 (root-to-leaf order) in only %d of the %d "
               "samples through it" % (below, through), "\n".join(lines[:20]))
-        check_no_garbage(vm, names, "folded output", expect=r"^xb_split:(hot_a|hot_b|phase)/1$",
+        check_no_garbage(vm, names, "folded output", expect=r"^xb_split:(hot_a/1|hot_b/1|phase/2)$",
                          never=SPLIT_NEVER)
         r2 = sample(vm, "-d", "2", "--only-erlang")
         _, _, rows = parse_table(r2.out)
         check(rows and all(t == "[Erlang]" for _, _, _, t in rows),
               "--only-erlang printed non-Erlang rows", r2.out)
         check_no_garbage(vm, {n: c for c, n, _, _ in rows}, "--only-erlang",
-                         expect=r"^xb_split:(hot_a|hot_b|phase)/1$", never=SPLIT_NEVER)
+                         expect=r"^xb_split:(hot_a/1|hot_b/1|phase/2)$", never=SPLIT_NEVER)
 
 
 PSTACK_FRAME = re.compile(r"^\s+#(\d+)\s+0x([0-9a-f]+) (\S+) \[Erlang\]$", re.M)

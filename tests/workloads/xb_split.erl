@@ -3,8 +3,9 @@
 %%
 %%   xb_split:start(HotPct)   HotPct: integer 0..100.  Spawns ONE process,
 %%                            registered as `xb_split`, that runs forever in
-%%                            cycles of ?UNITS work units: HotPct of them in
-%%                            hot_a/1, the rest in hot_b/1.  A unit is the
+%%                            cycles of about ?UNITS work units (each cycle
+%%                            stretched at random, both parts alike): HotPct
+%%                            of them in hot_a/1, the rest in hot_b/1.  A unit is the
 %%                            same block of arithmetic in both, so the CPU
 %%                            split is HotPct : 100 - HotPct by construction,
 %%                            however much CPU the VM gets (a machine
@@ -21,7 +22,7 @@
 %% so CPU samples of the process land in hot_a/1 for HotPct % of its time and
 %% in hot_b/1 for the rest.
 -module(xb_split).
--export([start/0, start/1, stop/0, init/1, phase/1, hot_a/1, hot_b/1]).
+-export([start/0, start/1, stop/0, init/1, phase/2, hot_a/1, hot_b/1]).
 
 -define(UNITS, 2000). %% work units per cycle
 %% 256 multiply/add/mask steps, expanded inline (no call).
@@ -46,13 +47,19 @@ stop() ->
     end.
 
 init(HotPct) ->
-    phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100}).
+    phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100}, 12345).
 
-%% One cycle, then the next (tail call: the stack stays flat).
-phase({A, B} = P) ->
-    hot_a(A),
-    hot_b(B),
-    ?MODULE:phase(P).
+%% One cycle, then the next (tail call: the stack stays flat).  Each cycle
+%% is stretched by a pseudo-random factor in [0.5, 1.5) (an inline LCG:
+%% no call), the same for both functions: the ratio holds in every cycle,
+%% and cycles of varying length never line up with a sampler's period
+%% (a fixed cycle could alias with it).
+phase({A, B} = P, Seed) ->
+    S1 = (Seed * 1103515245 + 12345) band 16#7FFFFFFF,
+    R = 512 + (S1 band 1023),
+    hot_a(A * R div 1024),
+    hot_b(B * R div 1024),
+    ?MODULE:phase(P, S1).
 
 hot_a(0) -> ok;
 hot_a(N) ->
