@@ -12,6 +12,11 @@
 #define REFRESH_MIN_NS (100ull * 1000 * 1000)
 #define MAX_HEAP_BYTES (1ull << 36)
 #define CHUNK_WORDS 512
+/* One sample's walk reads at most this much of a stack (besides the
+ * depth limit): a process's stack and heap share one block, and a huge
+ * heap must not become a huge read.  1 MiB is 128 Ki words: 128 frames of
+ * up to 1,000 live terms each (the compiler's y registers per frame). */
+#define MAX_WALK_BYTES (1u << 20)
 
 void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
 		    unsigned max_depth)
@@ -200,6 +205,13 @@ static void walk(struct xb_estate *st, uint64_t E, uint64_t hend, struct xb_esta
 	uint64_t words[CHUNK_WORDS];
 	uint64_t a = E;
 	while (a < hend && !out->truncated) {
+		if (a - E >= MAX_WALK_BYTES || xb_interrupted) {
+			if (!xb_interrupted)
+				xb_overrun(XB_OVR_STACK_BYTES, "a stack walk stopped after %u bytes (%u frames) of a "
+					   "%llu-byte stack", MAX_WALK_BYTES, out->n, (unsigned long long)(hend - E));
+			out->truncated = true;
+			return;
+		}
 		size_t nw = (size_t)((hend - a) / 8);
 		if (nw > CHUNK_WORDS)
 			nw = CHUNK_WORDS;

@@ -166,7 +166,22 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 	return xb_bpf_open(&s->bpf, &cfg);
 }
 
+static int start(struct xb_session *s, const struct xb_session_opts *o);
+
 int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
+{
+	int rc = start(s, o);
+	/* The VM exiting while we start ends with one line that says so. */
+	if (rc < 0 && !xb_remote_alive(&s->vm.mem)) {
+		s->vm_exited = true;
+		return xb_fail("the VM (PID %d) exited before sampling started", (int)s->vm.pid);
+	}
+	if (rc < 0 && xb_interrupted)
+		return xb_fail("interrupted before sampling started");
+	return rc;
+}
+
+static int start(struct xb_session *s, const struct xb_session_opts *o)
 {
 	s->o = *o;
 	if (xb_codemap_build(&s->vm, &s->cm, XB_CM_FOLD_PROLOGUE) < 0)
@@ -291,6 +306,8 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 {
 	struct xb_session *s = arg;
 	struct xb_session_stats *st = &s->st;
+	if (xb_interrupted)
+		return; /* ^C: the loop ends after this drain; walks would stop short */
 	st->received++;
 	/* New code seen by an earlier sample: rebuild the map now, before
 	 * this sample takes pointers into it (rate-limited). */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PROG "erlang-sample"
@@ -34,6 +35,7 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+	xb_interrupted = 1; /* long reads of the VM's tables stop too */
 }
 
 struct opts {
@@ -236,6 +238,19 @@ static bool blame_target_exists(struct xb_session *s, const char *fn, char *clos
 	return false;
 }
 
+/* One fd per VM thread is what sampling costs (a perf event each): take
+ * the hard limit, as perf does, so that a VM with thousands of threads
+ * (dirty I/O schedulers) is not refused at the default soft limit of
+ * 1024.  Threads past the hard limit are reported by the sampler. */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int fail(struct xb_session *s, int code)
 {
 	fprintf(stderr, PROG ": %s\n", xb_err());
@@ -373,6 +388,14 @@ int main(int argc, char **argv)
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
 
+	/* ^C and SIGTERM are honoured from here on: while attaching and
+	 * starting they end the tool with one line (and no file written);
+	 * while sampling they end the run, and the results are written. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	raise_nofile_limit();
+
 	struct xb_session s;
 	if (xb_session_attach(&s, pid) < 0) {
 		if (!o.check)
@@ -398,6 +421,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	if (o.check) {
 		rc = xb_check(&s.vm, outs[0].f) ? 1 : 0;
+		xb_overruns_report(stderr, PROG);
 		goto write;
 	}
 	if (xb_session_start(&s, &o.s) < 0)
@@ -463,9 +487,10 @@ int main(int argc, char **argv)
 			s.smp.nthreads, s.cm.n, s.capture_name, s.capture_why ? s.capture_why : "in use",
 			s.priority_name);
 
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	if (xb_interrupted) {
+		xb_fail("interrupted before sampling started");
+		goto failed;
+	}
 	if (xb_session_run(&s, o.pstack ? o.pstack_wait : o.duration, &stop_requested) < 0)
 		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
 	/* Signals from here on end the program the usual way. */
@@ -487,6 +512,7 @@ int main(int argc, char **argv)
 		xb_session_report_skid(&s, sf);
 	}
 	xb_session_report_stats(&s, stderr);
+	xb_overruns_report(stderr, PROG);
 	if (s.vm_exited)
 		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
 			pid, s.elapsed_s);

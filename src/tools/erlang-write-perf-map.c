@@ -25,6 +25,7 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
+	xb_interrupted = 1; /* a code map rebuild in progress stops too */
 }
 
 static const char *out_path;
@@ -269,6 +270,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
 		return 2;
 	}
+	/* ^C and SIGTERM: honoured while attaching and reading the code
+	 * tables too (one line, nothing written), and between rewrites. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
@@ -293,13 +299,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-
 	struct xb_codemap cm;
 	int rc = write_once(&vm, out, flags, &cm);
 	if (rc < 0) {
+		if (!xb_remote_alive(&vm.mem))
+			xb_fail("the VM (PID %d) exited before its code tables were read", pid);
+		else if (xb_interrupted)
+			xb_fail("interrupted; nothing written");
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;
@@ -316,7 +322,7 @@ int main(int argc, char **argv)
 			continue;
 		struct xb_codemap next;
 		if (write_once(&vm, out, flags, &next) < 0) {
-			if (!xb_vm_alive(&vm))
+			if (!xb_vm_alive(&vm) || xb_interrupted)
 				break;
 			fprintf(stderr, "erlang-write-perf-map: warning: %s (will retry)\n", xb_err());
 			continue;
@@ -326,5 +332,6 @@ int main(int argc, char **argv)
 	}
 	xb_codemap_free(&cm);
 	xb_vm_detach(&vm);
+	xb_overruns_report(stderr, "erlang-write-perf-map");
 	return 0;
 }
