@@ -193,6 +193,16 @@ static int pick_table(struct xb_vm *vm)
 
 	int64_t dw[XB_F_COUNT];
 	int have_dwarf = vm->dwarf ? xb_dwarf_layout(vm->dwarf, dw) : 0;
+	if (have_dwarf) {
+		/* The DWARF is the target's file: offsets outside their struct
+		 * are not used (the table's value stays, if there is one). */
+		char why[200];
+		const int64_t *tab = vm->rel ? xb_release_flavor(vm->rel, vm->flavor)->off : NULL;
+		int bad = xb_dwarf_validate(dw, tab, why, sizeof(why));
+		if (bad)
+			fprintf(stderr, "warning: this beam's DWARF gives %d implausible offsets (e.g. %s); "
+					"not used\n", bad, why);
+	}
 
 	if (vm->rel) {
 		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);

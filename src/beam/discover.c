@@ -66,6 +66,13 @@ static size_t data_regions(struct xb_vm *vm, struct region *out, size_t max)
 	return n;
 }
 
+/* Field F (N bytes) of a candidate struct lies inside the ROOM bytes
+ * read (a table's offset may be missing: -1, or absurd). */
+static bool fits(const int64_t *o, enum xb_field f, size_t n, size_t room)
+{
+	return o[f] >= 0 && (uint64_t)o[f] + n <= room;
+}
+
 static bool is_ptr(struct xb_vm *vm, uint64_t p)
 {
 	return p && p % 8 == 0 && xb_remote_readable(&vm->mem, p, 8);
@@ -79,7 +86,8 @@ static bool jit_desc_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	const int64_t *o = vm->off;
 	uint32_t version, action;
 	uint64_t first;
-	if (room < 32 || o[XB_F_JITDESC_FIRST_ENTRY] < 0)
+	if (room < 32 || !fits(o, XB_F_JITDESC_FIRST_ENTRY, 8, room) || !fits(o, XB_F_JITDESC_VERSION, 4, room) ||
+	    o[XB_F_JITENTRY_NEXT] < 0 || o[XB_F_JITENTRY_SYMFILE_ADDR] < 0 || o[XB_F_JITENTRY_SYMFILE_SIZE] < 0)
 		return false;
 	memcpy(&version, at + o[XB_F_JITDESC_VERSION], 4);
 	memcpy(&action, at + 4, 4);
@@ -118,7 +126,7 @@ static bool atom_table_ok(struct xb_vm *vm, uint64_t base, const uint8_t *at, si
 	const int64_t *o = vm->off;
 	int32_t entries;
 	uint64_t seg;
-	if ((int64_t)room < o[XB_F_INDEXTAB_SEG_TABLE] + 8)
+	if (!fits(o, XB_F_INDEXTAB_SEG_TABLE, 8, room) || !fits(o, XB_F_INDEXTAB_ENTRIES, 4, room))
 		return false;
 	memcpy(&entries, at + o[XB_F_INDEXTAB_ENTRIES], 4);
 	memcpy(&seg, at + o[XB_F_INDEXTAB_SEG_TABLE], 8);
@@ -143,7 +151,8 @@ static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	const int64_t *o = vm->off;
 	uint64_t tab, invalid;
 	uint32_t max;
-	if ((int64_t)room < o[XB_F_PTAB_INVALID_ELEMENT] + 8 || (int64_t)room < o[XB_F_PTAB_MAX] + 4)
+	if (!fits(o, XB_F_PTAB_INVALID_ELEMENT, 8, room) || !fits(o, XB_F_PTAB_MAX, 4, room) ||
+	    !fits(o, XB_F_PTAB_TAB, 8, room) || o[XB_F_PROC_ID] < 0)
 		return false;
 	memcpy(&tab, at + o[XB_F_PTAB_TAB], 8);
 	memcpy(&max, at + o[XB_F_PTAB_MAX], 4);
@@ -171,7 +180,8 @@ static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
 {
 	const int64_t *o = vm->off;
-	if (n < 1 || !is_ptr(vm, p) || p % 64)
+	if (n < 1 || !is_ptr(vm, p) || p % 64 || o[XB_F_SCHED_STRIDE] <= 0 || o[XB_F_SCHED_NO] < 0 ||
+	    o[XB_F_SCHED_TYPE] < 0)
 		return false;
 	for (int i = 0; i < n && i < 4; i++) {
 		uint64_t e = p + (uint64_t)i * (uint64_t)o[XB_F_SCHED_STRIDE];
