@@ -115,7 +115,6 @@ int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_
 				   struct xb_linemod *lm);
 void xb_linemod_free(struct xb_linemod *lm);
 
-/* Perf map text: "START SIZE NAME\n" per entry, addresses in hex. */
-int xb_perfmap_print(const struct xb_codemap *cm, FILE *f);
+/* xb_perfmap_print (perf map text) is in xb/perfmap.h. */
 
 #endif

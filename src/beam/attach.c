@@ -37,6 +37,8 @@ static int perm_error(pid_t pid, const char *what)
 		       what, (int)pid);
 }
 
+static bool plain_word(const char *w);
+
 /* "…/erts-13.1.5/bin/beam.smp" -> "13.1.5" */
 static bool erts_from_path(const char *path, char *out, size_t len)
 {
@@ -49,6 +51,10 @@ static bool erts_from_path(const char *path, char *out, size_t len)
 		return false;
 	memcpy(out, p, n);
 	out[n] = 0;
+	if (!plain_word(out)) {
+		out[0] = 0;
+		return false;
+	}
 	return true;
 }
 

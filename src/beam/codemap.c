@@ -119,15 +119,6 @@ const struct xb_code *xb_codemap_find_name(const struct xb_codemap *cm, const ch
 	return NULL;
 }
 
-int xb_perfmap_print(const struct xb_codemap *cm, FILE *f)
-{
-	for (size_t i = 0; i < cm->n; i++)
-		if (fprintf(f, "%llx %llx %s\n", (unsigned long long)cm->v[i].start,
-			    (unsigned long long)(cm->v[i].end - cm->v[i].start), cm->v[i].name) < 0)
-			return xb_fail("write failed: %m");
-	return 0;
-}
-
 /* ---- JIT: GDB JIT interface symfiles ---- */
 
 static bool get(const uint8_t *buf, size_t len, int64_t at, void *out, size_t n)

@@ -25,5 +25,7 @@ void run_case(const char *name, void (*fn)(void));
 void erlstack_cases(void);
 /* test_names.c */
 void names_cases(void);
+/* test_hostile.c */
+void hostile_cases(void);
 
 #endif
