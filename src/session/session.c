@@ -127,6 +127,13 @@ static int attach_thread(void *arg, int fd, const struct xb_thread *t)
 	return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
 }
 
+static void detach_thread(void *arg, pid_t tid)
+{
+	struct xb_session *s = arg;
+	if (s->bpf)
+		xb_bpf_detach_thread(s->bpf, tid);
+}
+
 /* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
 static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 {
@@ -240,7 +247,7 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
 				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
 				      .bpf = s->bpf != NULL, .attach = s->bpf ? attach_thread : NULL,
-				      .attach_arg = s };
+				      .detach = detach_thread, .attach_arg = s };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
 		return -1;
 	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
@@ -264,7 +271,7 @@ static void on_sample(const struct xb_sample *smp, void *arg);
  * an open-addressing map, rebuilt when the sampler has new threads. */
 static int thread_index(struct xb_session *s, pid_t tid)
 {
-	if (s->tidmap_n != s->smp.nthreads) {
+	if (!s->tidmap || s->tidmap_n != s->smp.generation) {
 		size_t cap = 64;
 		while (cap < s->smp.nthreads * 2)
 			cap *= 2;
@@ -284,7 +291,7 @@ static int thread_index(struct xb_session *s, pid_t tid)
 		free(s->tidmap);
 		s->tidmap = m;
 		s->tidmap_cap = cap;
-		s->tidmap_n = s->smp.nthreads;
+		s->tidmap_n = s->smp.generation;
 	}
 	for (size_t h = ((uint32_t)tid * 2654435761u) & (s->tidmap_cap - 1);; h = (h + 1) & (s->tidmap_cap - 1)) {
 		if (s->tidmap[h] < 0)
@@ -398,6 +405,17 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 
 /* ---- the loop ---- */
 
+/* Threads we cannot sample (out of fds, locked memory): said once, with
+ * how to fix it, when it first happens. */
+static void report_unsampled(struct xb_session *s)
+{
+	if (!s->smp.unsampled || s->smp.unsampled_reported)
+		return;
+	s->smp.unsampled_reported = true;
+	fprintf(stderr, "erlang-sample: warning: %zu of the VM's threads cannot be sampled (%zu are): %s\n",
+		s->smp.unsampled, s->smp.nlive, xb_sampler_unsampled_fix(&s->smp));
+}
+
 static bool sinks_done(struct xb_session *s)
 {
 	bool any = false;
@@ -416,6 +434,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	int rc = 0;
 	s->start_s = now_s();
 	s->start_unix_ns = xb_realtime_ns();
+	report_unsampled(s);
 	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
 	s->cpu_before_s = cpu0;
 	for (;;) {
@@ -456,6 +475,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 			s->vm_exited = true;
 			break;
 		}
+		report_unsampled(s);
 	}
 	s->elapsed_s = now_s() - s->start_s;
 	s->cpu_sampling_s = cpu_s() - cpu0;
