@@ -96,5 +96,12 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
  * (unless keep_old_maps). */
 void xb_estate_refresh_code(struct xb_estate *st, bool force);
 void xb_estate_free(struct xb_estate *st);
+/* The Erlang stack of a process that is not running, from the state the
+ * VM saved when it was switched out (--dump): its innermost function at
+ * the saved instruction pointer I (c_p->i), then the stack from the saved
+ * stack pointer STOP (c_p->stop) to HEND, read live.  The caller reads
+ * the process state again afterwards to see whether it changed. */
+void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term, uint64_t i, uint64_t stop,
+			   uint64_t heap, uint64_t hend, struct xb_estack *out);
 
 #endif

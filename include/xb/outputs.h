@@ -51,4 +51,13 @@ struct xb_sink *xb_live_sink_new(const struct xb_live_opts *o, struct xb_profile
  * terminal. */
 struct xb_sink *xb_progress_sink_new(const char *prog, double duration);
 
+struct xb_dump_opts {
+	bool json;              /* an array of {"pid", "name", "status", ...} */
+	const char *const *only; /* processes to show (pids or registered names); none: all */
+	size_t nonly;
+};
+/* --dump: every process's Erlang stack; running processes' from samples
+ * (the sink collects them), the others' from their saved state. */
+struct xb_sink *xb_dump_sink_new(const struct xb_dump_opts *o);
+
 #endif

@@ -109,6 +109,140 @@ enum xb_field {
 	XB_F_LINETAB_LOC_SIZE,
 	XB_F_LINETAB_LOC_TAB,
 	XB_F_LINETAB_FUNC_TAB,
+	/* ---- erlang-heapsample (src/beam/proctab.c, alloc.c, heapwalk.c) ---- */
+	/* erl_process.h: struct process, what process_info/2 and
+	 * erts_process_memory() (erl_process_dump.c) read */
+	XB_F_PROC_HEAP_SZ,
+	XB_F_PROC_ABANDONED_HEAP,
+	XB_F_PROC_OLD_HEAP,
+	XB_F_PROC_OLD_HTOP,
+	XB_F_PROC_OLD_HEND,
+	XB_F_PROC_MBUF,          /* ErlHeapFragment* list */
+	XB_F_PROC_MBUF_SZ,       /* words in heap and message fragments */
+	XB_F_PROC_ARITY,         /* Uint up to OTP 26, byte since: read 1 byte */
+	XB_F_PROC_ARG_REG,
+	XB_F_PROC_DEF_ARG_REG,
+	XB_F_PROC_REDS,
+	XB_F_PROC_STATE,         /* erts_atomic32_t: ERTS_PSFLG_* */
+	XB_F_PROC_INITIAL,       /* u.initial: ErtsCodeMFA */
+	XB_F_PROC_SIGQ_FIRST,    /* sig_qs.first: inner message queue */
+	XB_F_PROC_SIGQ_CONT,     /* sig_qs.cont: middle queue */
+	XB_F_PROC_SIGINQ_FIRST,  /* sig_inq.first: outer queue */
+	XB_F_PROC_SIGINQ_BUFFERS,/* ErtsSignalInQueueBufferArray* */
+	XB_F_PROC_OFF_HEAP_OVERHEAD, /* off_heap.overhead: young vheap, words */
+	XB_F_PROC_BIN_OLD_VHEAP, /* words */
+	XB_F_PROC_PSD,
+	XB_F_PROC_DICTIONARY,
+	XB_F_PROC_LINKS,         /* common.u.alive.links (tree) */
+	XB_F_PROC_MONITORS,      /* common.u.alive.monitors (tree) */
+	XB_F_PROC_LT_MONITORS,   /* common.u.alive.lt_monitors (circular list) */
+	XB_F_PROC_GEN_GCS,       /* Uint16 */
+	XB_F_PROC_HIGH_WATER,
+	XB_F_REGPROC_P,          /* register.h RegProc.p */
+	/* erl_message.h: ErtsMessage, ErlHeapFragment; erl_process.h ErtsPSD;
+	 * erl_process_dict.h ProcDict */
+	XB_F_MSG_SIZE,
+	XB_F_MSG_NEXT,
+	XB_F_MSG_DATA,           /* heap_frag / attached (0x1: combined) */
+	XB_F_MSG_M,              /* m[0]: message term or signal tag */
+	XB_F_MSG_HFRAG,          /* combined heap fragment */
+	XB_F_HFRAG_NEXT,
+	XB_F_HFRAG_ALLOC_SIZE,
+	XB_F_HFRAG_USED_SIZE,
+	XB_F_HFRAG_MEM,
+	XB_F_RECV_MARKER_SIZE,
+	XB_F_PSD_SIZE,
+	XB_F_PROCDICT_SIZE,
+	XB_F_PROCDICT_ARRAY_SIZE,
+	XB_F_SIGINQBUFS_SLOTS,   /* ErtsSignalInQueueBufferArray.slots */
+	XB_F_SIGINQBUFS_NONEMPTY,/* .nonempty_slots (bit per slot) */
+	XB_F_SIGINQBUF_SIZE,     /* sizeof(ErtsSignalInQueueBuffer) */
+	XB_F_SIGINQBUF_QUEUE,    /* .b.queue */
+	XB_F_SIGINQ_FIRST,       /* ErtsSignalInQueue.first */
+	/* erl_monitor_link.h */
+	XB_F_MLNODE_SIZE,        /* sizeof(ErtsLink): erts_link_size() */
+	XB_F_MLNODE_LEFT,        /* node.tree.left */
+	XB_F_MLNODE_RIGHT,
+	XB_F_MLNODE_NEXT,        /* node.list.next */
+	XB_F_MLNODE_OFFSET,      /* Uint16: node - monitor data */
+	XB_F_MONDATA_REFC,
+	XB_F_MONDATAHEAP_SIZE,   /* sizeof(ErtsMonitorDataHeap): erts_monitor_size() */
+	XB_F_MONDATA_SIZE,       /* sizeof(ErtsMonitorData): alias monitors */
+	XB_F_MONSUSPEND_SIZE,    /* sizeof(ErtsMonitorSuspend) */
+	XB_F_MONDATAEXT_SIZE,    /* sizeof(ErtsMonitorDataExtended): node monitors */
+	XB_F_MONDATA_ORIGIN_TYPE,/* Uint16 (to OTP 28) */
+	XB_F_MONDATA_ORIGIN_FLAGS, /* OTP 29: the type is in flags' low 5 bits */
+	/* erl_ptab.h */
+	XB_F_PTAB_FREE_ID_DATA,
+	XB_F_PTAB_COUNT,         /* vola.tile.count */
+	/* erl_alloc.h: ErtsAllocatorInfo_t, ErtsAllocatorThrSpec_t */
+	XB_F_ALCINFO_SIZE,
+	XB_F_ALCINFO_ALLOC_UTIL,
+	XB_F_ALCINFO_ENABLED,
+	XB_F_ALCINFO_THR_SPEC,
+	XB_F_ALCINFO_EXTRA,
+	XB_F_ALCTS_SIZEOF,
+	XB_F_ALCTS_ENABLED,
+	XB_F_ALCTS_AIX,
+	XB_F_ALCTS_SIZE,
+	XB_F_ALCTS_ALLCTR,
+	/* erl_alloc_util.h: Allctr_t, CarriersStats_t, Carrier_t, ... */
+	XB_F_ALLCTR_SIZEOF,
+	XB_F_ALLCTR_NAME_PREFIX,
+	XB_F_ALLCTR_ALLOC_NO,
+	XB_F_ALLCTR_ALLOC_STRAT,
+	XB_F_ALLCTR_IX,
+	XB_F_ALLCTR_MBC_HEADER_SIZE,
+	XB_F_ALLCTR_MBC_LIST,     /* CarrierList_t: first, last */
+	XB_F_ALLCTR_SBC_LIST,
+	XB_F_ALLCTR_CPOOL_SENTINEL,
+	XB_F_ALLCTR_CPOOL_BLOCKS_SIZE, /* cpool.stat.blocks_size[ERTS_ALC_A_COUNT] */
+	XB_F_ALLCTR_CPOOL_NO_BLOCKS,
+	XB_F_ALLCTR_CPOOL_CARRIERS_SIZE,
+	XB_F_ALLCTR_CPOOL_NO_CARRIERS,
+	XB_F_ALLCTR_SBCS,          /* CarriersStats_t */
+	XB_F_ALLCTR_MBCS,
+	XB_F_ALLCTR_FIX,           /* ErtsAlcFixList_t* */
+	XB_F_ALLCTR_CPOOL_UTIL_LIMIT, /* != 0: ERTS_ALC_IS_CPOOL_ENABLED */
+	XB_F_CRRSTATS_SIZE,
+	XB_F_CRRSTATS_CARRIERS,    /* StatValues_t[ERTS_CRR_ALLOC_COUNT] */
+	XB_F_CRRSTATS_MAX,         /* follows carriers[]: gives its length */
+	XB_F_CRRSTATS_BLOCKS,      /* BlockStats_t[ERTS_ALC_A_COUNT] */
+	XB_F_STATVAL_SIZEOF,
+	XB_F_STATVAL_NO,
+	XB_F_STATVAL_SIZE,
+	XB_F_BLKSTATS_SIZEOF,
+	XB_F_BLKSTATS_CURR,
+	XB_F_UNIT_SIZE,            /* sizeof(Unit_t): chdr flag bits below it */
+	XB_F_CARRIER_CHDR,
+	XB_F_CARRIER_NEXT,
+	XB_F_CARRIER_ALLCTR,
+	XB_F_CARRIER_CPOOL,
+	XB_F_CPOOLDATA_NEXT,
+	XB_F_CPOOLDATA_ORIG_ALLCTR,
+	XB_F_CPOOLDATA_TOTAL_BLOCKS_SIZE,
+	XB_F_AOFFCRR_BHDR,         /* AOFF_Carrier_t.rbt_node.hdr.bhdr: largest free block */
+	XB_F_AOFFCRR_ROOT,
+	XB_F_FIXLIST_SIZEOF,
+	XB_F_FIXLIST_TYPE_SIZE,
+	XB_F_FIXLIST_CPOOL_ALLOCATED,
+	XB_F_FIXLIST_CPOOL_USED,
+	XB_F_FIXLIST_NOCPOOL_ALLOCATED,
+	XB_F_FIXLIST_NOCPOOL_USED,
+	XB_F_FIXLIST_TYPE,
+	/* heap objects (erlang-heapsample --contents, src/beam/heapwalk.c) */
+	XB_F_FUNTHING_NUM_FREE,  /* erl_fun.h ErlFunThing.num_free (to OTP 26) */
+	XB_F_FUNTHING_ENV,       /* .env: words before the free variables */
+	XB_F_FLATMAP_SIZE,       /* erl_map.h flatmap_t */
+	XB_F_FLATMAP_KEYS,
+	XB_F_PROCBIN_SIZE,       /* erl_binary.h ProcBin.size (to OTP 26) */
+	/* sizes of the fix_alloc types erlang:memory(processes) counts
+	 * (erl_alloc.c erts_memory: PROC, MONITOR, LINK, MSG_REF, timers) */
+	XB_F_ILINK_SIZE,
+	XB_F_MSGREF_SIZE,
+	XB_F_TWTIMER_SIZE,
+	XB_F_HLTIMER_SIZE,
+	XB_F_BIFTIMER_SIZE,
 	XB_F_COUNT
 };
 
@@ -122,6 +256,18 @@ struct xb_field_spec {
 };
 extern const struct xb_field_spec xb_field_specs[XB_F_COUNT];
 const char *xb_field_name(enum xb_field f);
+
+/* What a boxed term's header subtag (erl_term.h *_SUBTAG, bits 2..5 of
+ * the header word) means in a release: the heap walk of
+ * erlang-heapsample --contents reads struct xb_release.subtag[]. */
+enum xb_subtag_kind {
+	XB_ST_NONE = 0, XB_ST_TUPLE, XB_ST_MATCHSTATE, XB_ST_POS_BIG, XB_ST_NEG_BIG, XB_ST_REF,
+	XB_ST_FUN, XB_ST_FLOAT, XB_ST_REFC_BIN, XB_ST_HEAP_BIN, XB_ST_SUB_BIN, XB_ST_EXT_PID,
+	XB_ST_EXT_PORT, XB_ST_EXT_REF, XB_ST_MAP, XB_ST_FUN_REF, XB_ST_HEAP_BITS, XB_ST_SUB_BITS,
+	XB_ST_BIN_REF, XB_ST_RECORD, XB_ST_COUNT
+};
+/* "ARITYVAL_SUBTAG" ... for the generator and messages. */
+extern const char *const xb_subtag_macro[XB_ST_COUNT];
 
 enum xb_flavor { XB_FLAVOR_UNKNOWN = 0, XB_FLAVOR_EMU, XB_FLAVOR_JIT };
 
@@ -155,6 +301,13 @@ struct xb_release {
 	/* Symbols we look up, by role.  See src/native/symbols.c. */
 	const char *sym_ranges;   /* static `r` in beam_ranges.c */
 	const char *sym_ranges_refs; /* comma list of functions whose code references it */
+	/* erl_term.h: header subtag (0..15) -> enum xb_subtag_kind; all
+	 * XB_ST_NONE in a table generated before this existed */
+	signed char subtag[16];
+	/* erl_alloc.types: the fix_alloc types (allocator FIXED_SIZE) in
+	 * file order, which is the order of each instance's
+	 * ErtsAlcFixList_t array; comma separated; NULL in older tables */
+	const char *fix_types;
 };
 
 /* Does thread name COMM match FMT ("%d_scheduler", "erts_sched_%d"),

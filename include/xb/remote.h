@@ -71,6 +71,18 @@ void xb_remote_set_overlay(struct xb_remote *r, const struct xb_region *v, unsig
 /* Bytes readable from the overlay at ADDR without leaving its region (0
  * if ADDR is in none). */
 uint64_t xb_remote_overlay_span(const struct xb_remote *r, uint64_t addr);
+/* One piece of a batched read. */
+struct xb_readreq {
+	uint64_t addr;
+	void *buf;
+	size_t len;
+	bool ok; /* set by xb_read_many */
+};
+/* Read many pieces with as few process_vm_readv calls as the kernel
+ * allows (up to IOV_MAX pieces each); a piece that fails is retried alone
+ * and marked !ok, the others are still read.  Returns how many succeeded.
+ * With an overlay or a snapshot each piece goes through xb_read. */
+size_t xb_read_many(struct xb_remote *r, struct xb_readreq *q, size_t n);
 /* Is [addr, addr+len) inside readable mappings (no refresh)? */
 bool xb_remote_readable(const struct xb_remote *r, uint64_t addr, size_t len);
 

@@ -115,6 +115,16 @@ int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr);
  * the VM's scheduler threads of each kind. */
 void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io);
 
+/* The beam's writable data (.data, .bss) copied out, for searches by
+ * content (discover.c, alloc.c).  Free with xb_vm_data_regions_free. */
+struct xb_vm_data_region {
+	uint64_t start;
+	uint8_t *buf;
+	size_t len;
+};
+size_t xb_vm_data_regions(struct xb_vm *vm, struct xb_vm_data_region *out, size_t max);
+void xb_vm_data_regions_free(struct xb_vm_data_region *r, size_t n);
+
 /* Find the static `r` of beam_ranges.c through the code of an exported
  * function that references it (no DWARF, no .symtab).  Exposed for tests. */
 uint64_t xb_vm_find_ranges_by_refs(struct xb_vm *vm);

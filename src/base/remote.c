@@ -4,6 +4,7 @@
 #include "xb/common.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -235,4 +236,67 @@ int xb_read_u64(struct xb_remote *r, uint64_t addr, uint64_t *v)
 int xb_read_u32(struct xb_remote *r, uint64_t addr, uint32_t *v)
 {
 	return xb_read(r, addr, v, sizeof(*v));
+}
+
+size_t xb_read_many(struct xb_remote *r, struct xb_readreq *q, size_t n)
+{
+	size_t good = 0;
+	if (r->snapshot_only || r->noverlay) {
+		for (size_t i = 0; i < n; i++)
+			good += (q[i].ok = xb_read(r, q[i].addr, q[i].buf, q[i].len) == 0);
+		return good;
+	}
+	enum { BATCH = IOV_MAX < 1024 ? IOV_MAX : 1024 };
+	struct iovec loc[BATCH], rem[BATCH];
+	size_t idx[BATCH];
+	size_t i = 0;
+	while (i < n) {
+		size_t k = 0, first = i;
+		for (; i < n && k < BATCH; i++) {
+			q[i].ok = false;
+			if (q[i].len == 0) {
+				q[i].ok = true;
+				good++;
+				continue;
+			}
+			if (!xb_remote_readable(r, q[i].addr, q[i].len) &&
+			    (xb_remote_refresh(r, false) < 0 || !xb_remote_readable(r, q[i].addr, q[i].len))) {
+				r->reads++;
+				r->failures++;
+				continue;
+			}
+			loc[k] = (struct iovec){ q[i].buf, q[i].len };
+			rem[k] = (struct iovec){ (void *)(uintptr_t)q[i].addr, q[i].len };
+			idx[k++] = i;
+		}
+		(void)first;
+		size_t done = 0;
+		while (done < k) {
+			ssize_t got = process_vm_readv(r->pid, loc + done, k - done, rem + done, k - done, 0);
+			r->reads++;
+			r->live_reads++;
+			if (got < 0) {
+				if (errno == ESRCH) {
+					r->gone = true;
+					return good;
+				}
+				got = 0;
+			}
+			/* Whole pieces only: the kernel never splits an element. */
+			size_t b = (size_t)got;
+			while (done < k && b >= loc[done].iov_len) {
+				b -= loc[done].iov_len;
+				if (r->fault)
+					fault_apply(r, loc[done].iov_base, loc[done].iov_len);
+				q[idx[done]].ok = true;
+				good++;
+				done++;
+			}
+			if (done < k) { /* this piece failed: skip it */
+				r->failures++;
+				done++;
+			}
+		}
+	}
+	return good;
 }

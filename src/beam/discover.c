@@ -73,6 +73,21 @@ static bool fits(const int64_t *o, enum xb_field f, size_t n, size_t room)
 	return o[f] >= 0 && (uint64_t)o[f] + n <= room;
 }
 
+size_t xb_vm_data_regions(struct xb_vm *vm, struct xb_vm_data_region *out, size_t max)
+{
+	struct region r[16];
+	size_t n = data_regions(vm, r, max < 16 ? max : 16);
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct xb_vm_data_region){ r[i].start, r[i].buf, r[i].len };
+	return n;
+}
+
+void xb_vm_data_regions_free(struct xb_vm_data_region *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(r[i].buf);
+}
+
 static bool is_ptr(struct xb_vm *vm, uint64_t p)
 {
 	return p && p % 8 == 0 && xb_remote_readable(&vm->mem, p, 8);

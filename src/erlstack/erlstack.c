@@ -1026,3 +1026,29 @@ void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const stru
 	if (out->status != XB_ES_OK)
 		out->n = 0;
 }
+
+void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term, uint64_t i, uint64_t stop,
+			   uint64_t heap, uint64_t hend, struct xb_estack *out)
+{
+	struct xb_vm *vm = st->vm;
+	out->status = XB_ES_BAD;
+	out->why = NULL;
+	out->n = out->nexact = 0;
+	out->unresolved = 0;
+	out->truncated = out->live_read = out->complete = out->partial = false;
+	out->read_ns = 0;
+	out->c_p = c_p;
+	out->pid_term = pid_term;
+	xb_format_pid(pid_term, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, out->pid, sizeof(out->pid));
+	out->regname[0] = 0;
+	if (stop % 8 || stop < heap || stop > hend || hend - stop > MAX_HEAP_BYTES) {
+		out->why = "the saved stack pointer is not in the process's heap";
+		return;
+	}
+	/* c_p->i: where the process resumes, inside its innermost function
+	 * (a receive, or after the call it yielded in) */
+	const struct xb_code *here = i ? xb_codemap_find(st->cm, i) : NULL;
+	push(st, out, here, i, false);
+	walk(st, stop, hend, out);
+	out->status = XB_ES_OK;
+}

@@ -181,6 +181,50 @@ static int pid_pixdata(const char *src)
 	return r;
 }
 
+/* erl_term.h: `#define NAME_SUBTAG (0xN << _TAG_PRIMARY_SIZE)` (to OTP 28)
+ * or `__MAKE_SUBTAG(0xN)` (OTP 29): the first hex number on the line. */
+static void subtags(const char *src, signed char out[16])
+{
+	char *text = read_src(src, "erts/emulator/beam/erl_term.h");
+	memset(out, 0, 16);
+	for (int k = 1; k < XB_ST_COUNT; k++) {
+		const char *name = xb_subtag_macro[k];
+		char *save = NULL, *copy = strdup(text);
+		for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+			char n[64];
+			int pos = 0;
+			if (sscanf(l, " # define %63s %n", n, &pos) != 1 || strcmp(n, name) != 0)
+				continue;
+			char *hex = strstr(l + pos, "0x");
+			if (!hex)
+				continue;
+			long v = strtol(hex, NULL, 16);
+			if (v >= 0 && v < 16)
+				out[v] = (signed char)k;
+			break;
+		}
+		free(copy);
+	}
+	free(text);
+}
+
+/* erl_alloc.types: `type NAME FIXED_SIZE CLASS DESCR` lines, in order
+ * (erl_alloc_types.h numbers the types of an allocator in file order). */
+static void fix_types(const char *src, char *out, size_t len)
+{
+	char *text = read_src(src, "erts/emulator/beam/erl_alloc.types");
+	size_t used = 0;
+	out[0] = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char name[64], alloc[64];
+		if (sscanf(l, "type %63s %63s", name, alloc) == 2 && strcmp(alloc, "FIXED_SIZE") == 0 &&
+		    used + strlen(name) + 2 < len)
+			used += (size_t)snprintf(out + used, len - used, "%s%s", used ? "," : "", name);
+	}
+	free(text);
+}
+
 static Dwarf *open_dwarf(const char *path)
 {
 	int fd = open(path, O_RDONLY);
@@ -276,6 +320,22 @@ int main(int argc, char **argv)
 	printf("\t.sym_ranges = \"r\", /* beam_ranges.c: static struct ranges r[] */\n");
 	printf("\t.sym_ranges_refs = \"erts_start_staging_ranges,erts_end_staging_ranges,"
 	       "erts_update_ranges,erts_lookup_function_info\",\n");
+	signed char st[16];
+	static const char *const kind_id[XB_ST_COUNT] = {
+		"XB_ST_NONE", "XB_ST_TUPLE", "XB_ST_MATCHSTATE", "XB_ST_POS_BIG", "XB_ST_NEG_BIG", "XB_ST_REF",
+		"XB_ST_FUN", "XB_ST_FLOAT", "XB_ST_REFC_BIN", "XB_ST_HEAP_BIN", "XB_ST_SUB_BIN", "XB_ST_EXT_PID",
+		"XB_ST_EXT_PORT", "XB_ST_EXT_REF", "XB_ST_MAP", "XB_ST_FUN_REF", "XB_ST_HEAP_BITS", "XB_ST_SUB_BITS",
+		"XB_ST_BIN_REF", "XB_ST_RECORD",
+	};
+	subtags(src, st);
+	printf("\t.subtag = { /* erl_term.h *_SUBTAG */\n");
+	for (int v = 0; v < 16; v++)
+		if (st[v])
+			printf("\t\t[0x%x] = %s, /* %s */\n", v, kind_id[(int)st[v]], xb_subtag_macro[(int)st[v]]);
+	printf("\t},\n");
+	char ft[1024];
+	fix_types(src, ft, sizeof(ft));
+	printf("\t.fix_types = \"%s\", /* erl_alloc.types: FIXED_SIZE types in order */\n", ft);
 	printf("};\n");
 	return 0;
 }

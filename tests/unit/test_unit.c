@@ -1525,6 +1525,7 @@ int main(int argc, char **argv)
 	run_case("pprof_round_trip", t_pprof_round_trip);
 	erlstack_cases();
 	names_cases();
+	heapsample_cases();
 	hostile_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;

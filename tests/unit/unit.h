@@ -25,6 +25,8 @@ void run_case(const char *name, void (*fn)(void));
 void erlstack_cases(void);
 /* test_names.c */
 void names_cases(void);
+/* test_heapsample.c */
+void heapsample_cases(void);
 /* test_hostile.c */
 void hostile_cases(void);
 

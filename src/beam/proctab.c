@@ -1,0 +1,926 @@
+/* proctab.c - the process table (erl_ptab.h ErtsPTab erts_proc) and
+ * validated snapshots of processes.  See include/xb/proctab.h. */
+#define _GNU_SOURCE
+#include "xb/proctab.h"
+#include "xb/common.h"
+#include "xb/term.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* erl_process.h: ERTS_PSFLG_BIT(N) = 1 << (ERTS_PSFLGS_ZERO_BIT_OFFSET (6)
+ * + N); the bit numbers below are the same in OTP 25, 27 and 29. */
+#define PSFLG(n) (1u << (6 + (n)))
+#define PSFLG_FREE PSFLG(4)
+#define PSFLG_EXITING PSFLG(5)
+#define PSFLG_ACTIVE PSFLG(7)
+#define PSFLG_RUNNING PSFLG(9)
+#define PSFLG_SUSPENDED PSFLG(10)
+#define PSFLG_GC PSFLG(11)
+#define PSFLG_ACTIVE_SYS PSFLG(14)
+#define PSFLG_RUNNING_SYS PSFLG(15)
+#define PSFLG_DIRTY_ACTIVE_SYS PSFLG(22)
+#define PSFLG_DIRTY_RUNNING PSFLG(23)
+#define PSFLG_DIRTY_RUNNING_SYS PSFLG(24)
+
+/* erl_message.h: ERTS_MSG_COMBINED_HFRAG, the message and its heap
+ * fragment in one allocation. */
+#define MSG_COMBINED_HFRAG 1u
+/* erl_message.h ERTS_SIG_IS_NON_MSG_TAG: a signal other than a message
+ * has an external-pid header as its tag (erl_term.h _TAG_HEADER_MASK,
+ * EXTERNAL_PID_SUBTAG 0xC << 2, the same in OTP 25-29). */
+#define TAG_HEADER_MASK 0x3fu
+#define TAG_HEADER_EXTERNAL_PID 0x30u
+/* ERTS_PROC_SIG_INQ_BUFFERED_NR_OF_BUFFERS is at most 64 (erl_message.h:
+ * one bit per slot in nonempty_slots). */
+#define MAX_INQ_BUFFERS 64
+
+/* erl_monitor_link.h ERTS_MON_TYPE_SUSPEND, ERTS_MON_TYPE_ALIAS (OTP
+ * 25-29); OTP 29 keeps the type in the low ERTS_ML_TYPE_BITS (5) of
+ * flags instead of a field of its own. */
+#define MON_TYPE_NODE 6
+#define MON_TYPE_NODES 7
+#define MON_TYPE_SUSPEND 8
+#define MON_TYPE_ALIAS 9
+#define ML_TYPE_MASK 0x1fu
+
+#define BATCH 256
+
+const char *xb_pstatus_name(enum xb_pstatus s)
+{
+	static const char *const names[] = { "waiting", "runnable", "running", "exiting",
+					     "garbage_collecting", "suspended", "free" };
+	return (unsigned)s < XB_ARRAY_SIZE(names) ? names[s] : "?";
+}
+
+/* erl_process.c erts_process_state2status */
+static enum xb_pstatus state2status(uint32_t st)
+{
+	if (st & PSFLG_FREE)
+		return XB_PS_FREE;
+	if (st & PSFLG_EXITING)
+		return XB_PS_EXITING;
+	if (st & PSFLG_GC)
+		return XB_PS_GARBAGE_COLLECTING;
+	if (st & PSFLG_SUSPENDED)
+		return XB_PS_SUSPENDED;
+	if (st & (PSFLG_RUNNING | PSFLG_RUNNING_SYS | PSFLG_DIRTY_RUNNING | PSFLG_DIRTY_RUNNING_SYS))
+		return XB_PS_RUNNING;
+	if (st & (PSFLG_ACTIVE | PSFLG_ACTIVE_SYS | PSFLG_DIRTY_ACTIVE_SYS))
+		return XB_PS_RUNNABLE;
+	return XB_PS_WAITING;
+}
+
+static int64_t off(const struct xb_ptab *t, enum xb_field f)
+{
+	return t->vm->off[f];
+}
+
+static uint64_t get64(const uint8_t *b, int64_t o)
+{
+	uint64_t v = 0;
+	if (o >= 0)
+		memcpy(&v, b + o, 8);
+	return v;
+}
+
+static uint32_t get32(const uint8_t *b, int64_t o)
+{
+	uint32_t v = 0;
+	if (o >= 0)
+		memcpy(&v, b + o, 4);
+	return v;
+}
+
+static uint16_t get16(const uint8_t *b, int64_t o)
+{
+	uint16_t v = 0;
+	if (o >= 0)
+		memcpy(&v, b + o, 2);
+	return v;
+}
+
+/* Fields every snapshot needs.  The rest are optional: a figure that
+ * needs a missing one is left out and the tool says so. */
+static const enum xb_field required[] = {
+	XB_F_PROC_SIZE, XB_F_PROC_ID, XB_F_PROC_HTOP, XB_F_PROC_STOP, XB_F_PROC_HEAP,
+	XB_F_PROC_HEND, XB_F_PROC_HEAP_SZ, XB_F_PROC_OLD_HEAP, XB_F_PROC_OLD_HTOP,
+	XB_F_PROC_OLD_HEND, XB_F_PROC_MBUF_SZ, XB_F_PROC_STATE, XB_F_PTAB_TAB,
+	XB_F_PTAB_MAX, XB_F_PTAB_INVALID_ELEMENT,
+};
+
+int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->vm = vm;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(required); i++)
+		if (vm->off[required[i]] == XB_NOFIELD)
+			return xb_fail("cannot read processes on this VM (OTP %s, erts %s): the release "
+				       "table has no %s (%s)", vm->otp[0] ? vm->otp : "?", vm->erts,
+				       xb_field_name(required[i]), xb_field_specs[required[i]].source);
+	if (!vm->sym.proc_tab)
+		return xb_fail("cannot read processes: the process table (erts_proc, erl_process.c) is "
+			       "neither a symbol of this beam.smp nor found in its data; install the VM's "
+			       "debug symbols");
+	t->addr = vm->sym.proc_tab;
+	uint64_t fid = 0;
+	if (xb_read_u64(&vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_TAB), &t->tab) < 0 ||
+	    xb_read_u32(&vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_MAX), &t->max) < 0 ||
+	    xb_read_u64(&vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_INVALID_ELEMENT), &t->invalid) < 0)
+		return xb_fail("cannot read the process table header (erts_proc at 0x%llx): %s",
+			       (unsigned long long)t->addr, xb_err());
+	if (t->max == 0 || t->max > (1u << 27) || !t->tab)
+		return xb_fail("the process table (erts_proc at 0x%llx) is implausible: %u slots at 0x%llx",
+			       (unsigned long long)t->addr, t->max, (unsigned long long)t->tab);
+	if (off(t, XB_F_PTAB_FREE_ID_DATA) >= 0 &&
+	    xb_read_u64(&vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_FREE_ID_DATA), &fid) == 0)
+		t->free_id_data = fid != 0;
+	t->slots = malloc((size_t)t->max * 8);
+	if (!t->slots)
+		return xb_fail("out of memory for %u process slots", t->max);
+	return xb_ptab_refresh(t);
+}
+
+int xb_ptab_refresh(struct xb_ptab *t)
+{
+	if (xb_read(&t->vm->mem, t->tab, t->slots, (size_t)t->max * 8) < 0)
+		return xb_fail("cannot read the %u process slots at 0x%llx: %s", t->max,
+			       (unsigned long long)t->tab, xb_err());
+	t->nlive = 0;
+	for (uint32_t i = 0; i < t->max; i++)
+		t->nlive += t->slots[i] && t->slots[i] != t->invalid;
+	if (off(t, XB_F_PTAB_COUNT) >= 0)
+		xb_read_u32(&t->vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_COUNT), &t->count);
+	return 0;
+}
+
+bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot)
+{
+	for (uint32_t i = *slot; i < t->max; i++)
+		if (t->slots[i] && t->slots[i] != t->invalid) {
+			*slot = i;
+			return true;
+		}
+	return false;
+}
+
+void xb_ptab_close(struct xb_ptab *t)
+{
+	free(t->slots);
+	t->slots = NULL;
+}
+
+uint64_t xb_ptab_mem_size(const struct xb_ptab *t)
+{
+	/* erl_ptab.c erts_ptab_mem_size: max * sizeof(erts_atomic_t), plus
+	 * max * sizeof(erts_atomic32_t) with free_id_data */
+	return (uint64_t)t->max * 8 + (t->free_id_data ? (uint64_t)t->max * 4 : 0);
+}
+
+/* The table index a pid term carries (erl_ptab.h erts_ptab_id2pix). */
+static bool pid_slot(const struct xb_vm *vm, uint64_t pid, uint32_t *slot)
+{
+	if (vm->pid_pixdata) {
+		if (!vm->pix.valid)
+			return false;
+		*slot = (uint32_t)((pid >> 4) & vm->pix.mask);
+	} else {
+		*slot = (uint32_t)(pid >> 32);
+	}
+	return true;
+}
+
+/* Decode the structure in B into P; false when it is not a live process
+ * in SLOT (why in *why). */
+static bool parse(struct xb_ptab *t, uint32_t slot, uint64_t addr, const uint8_t *b,
+		  struct xb_proc *p, const char **why)
+{
+	struct xb_vm *vm = t->vm;
+	memset(p, 0, sizeof(*p));
+	p->slot = slot;
+	p->addr = addr;
+	p->pid = get64(b, off(t, XB_F_PROC_ID));
+	uint32_t s;
+	if (!xb_is_pid(p->pid)) {
+		*why = "gone";
+		return false;
+	}
+	if (pid_slot(vm, p->pid, &s) && s != slot) {
+		*why = "gone";
+		return false;
+	}
+	p->state = get32(b, off(t, XB_F_PROC_STATE));
+	p->status = state2status(p->state);
+	if (p->status == XB_PS_FREE) {
+		*why = "gone";
+		return false;
+	}
+	if (p->state & PSFLG_GC) {
+		/* in the middle of a garbage collection: its heap pointers
+		 * are not a state of the process */
+		*why = "changing";
+		return false;
+	}
+	p->reg = get64(b, off(t, XB_F_PROC_REG));
+	for (int k = 0; k < 3; k++)
+		p->initial[k] = off(t, XB_F_PROC_INITIAL) >= 0 ? get64(b, off(t, XB_F_PROC_INITIAL) + 8 * k) : 0;
+	p->current = get64(b, off(t, XB_F_PROC_CURRENT));
+	p->i = get64(b, off(t, XB_F_PROC_I));
+	p->heap = get64(b, off(t, XB_F_PROC_HEAP));
+	p->htop = get64(b, off(t, XB_F_PROC_HTOP));
+	p->stop = get64(b, off(t, XB_F_PROC_STOP));
+	p->hend = get64(b, off(t, XB_F_PROC_HEND));
+	p->abandoned_heap = get64(b, off(t, XB_F_PROC_ABANDONED_HEAP));
+	p->old_heap = get64(b, off(t, XB_F_PROC_OLD_HEAP));
+	p->old_htop = get64(b, off(t, XB_F_PROC_OLD_HTOP));
+	p->old_hend = get64(b, off(t, XB_F_PROC_OLD_HEND));
+	p->mbuf = get64(b, off(t, XB_F_PROC_MBUF));
+	p->high_water = get64(b, off(t, XB_F_PROC_HIGH_WATER));
+	p->heap_sz = get64(b, off(t, XB_F_PROC_HEAP_SZ));
+	p->mbuf_sz = get64(b, off(t, XB_F_PROC_MBUF_SZ));
+	p->vheap_words = get64(b, off(t, XB_F_PROC_OFF_HEAP_OVERHEAD)) + get64(b, off(t, XB_F_PROC_BIN_OLD_VHEAP));
+	p->gen_gcs = get16(b, off(t, XB_F_PROC_GEN_GCS));
+	p->reds = get64(b, off(t, XB_F_PROC_REDS));
+	/* Ordered heap pointers, sane sizes.  htop and stop are stale while
+	 * the process runs but stay inside its heap until it collects. */
+	const uint64_t lim = 1ull << 40; /* words: 8 TiB */
+	bool ok = p->heap && p->heap % 8 == 0 && p->heap < p->hend && p->heap_sz && p->heap_sz < lim &&
+		  p->mbuf_sz < lim && p->vheap_words < (1ull << 56) &&
+		  (p->abandoned_heap || p->heap_sz == (p->hend - p->heap) / 8) &&
+		  ((!p->old_heap && !p->old_htop && !p->old_hend) ||
+		   (p->old_heap <= p->old_htop && p->old_htop <= p->old_hend &&
+		    (p->old_hend - p->old_heap) / 8 < lim)) &&
+		  p->stop >= p->heap && p->stop <= p->hend;
+	if (!ok) {
+		*why = "changing";
+		return false;
+	}
+	return true;
+}
+
+/* Fields only a garbage collection, an exit or a slot reuse change. */
+static bool same_snapshot(const struct xb_proc *a, const struct xb_proc *b)
+{
+	return a->pid == b->pid && a->heap == b->heap && a->hend == b->hend && a->heap_sz == b->heap_sz &&
+	       a->abandoned_heap == b->abandoned_heap && a->old_heap == b->old_heap &&
+	       a->old_htop == b->old_htop && a->old_hend == b->old_hend && a->mbuf == b->mbuf &&
+	       a->high_water == b->high_water &&
+	       a->mbuf_sz == b->mbuf_sz;
+}
+
+/* ---- what erts_process_memory() adds beyond the heaps ---- */
+
+/* Sum of used_size over a heap fragment chain (erl_message.h
+ * erts_used_frag_sz); FIRST_USED/FIRST_NEXT when the first one is
+ * already read. */
+static int frag_chain(struct xb_ptab *t, uint64_t next, uint64_t *words)
+{
+	for (int n = 0; next && n < 100000; n++) {
+		uint64_t nx, used;
+		if (xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_NEXT), &nx) < 0 ||
+		    xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_USED_SIZE), &used) < 0)
+			return -1;
+		*words += used;
+		next = nx;
+	}
+	return 0;
+}
+
+enum queue_kind { Q_INNER, Q_OTHER };
+
+/* Messages in one signal queue: count and bytes as erts_process_memory
+ * counts them once process_info has moved them to the inner queue. */
+static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, struct xb_proc *p)
+{
+	int64_t msz = off(t, XB_F_MSG_SIZE), onext = off(t, XB_F_MSG_NEXT), odata = off(t, XB_F_MSG_DATA),
+		om = off(t, XB_F_MSG_M), ohf = off(t, XB_F_MSG_HFRAG);
+	if (msz <= 0 || msz > 512 || onext < 0 || odata < 0 || om < 0 || ohf < 0) {
+		p->partial |= XB_PP_UNREADABLE;
+		return;
+	}
+	uint8_t b[512];
+	uint64_t m = first;
+	while (m) {
+		if (p->msgq_len >= XB_MAX_MSGQ_WALK) {
+			p->partial |= XB_PP_MSGQ;
+			return;
+		}
+		/* A message whose data the process has moved to its heap is
+		 * an ErtsMessageRef (erl_message.h; fix_alloc MSG_REF),
+		 * shorter than ErtsMessage: if the whole read runs off a
+		 * mapping, read that much, and the fragment if it has one. */
+		if (xb_read(&t->vm->mem, m, b, (size_t)msz) < 0) {
+			int64_t rsz = off(t, XB_F_MSGREF_SIZE);
+			uint64_t d;
+			if (rsz <= 0 || rsz > msz || xb_read(&t->vm->mem, m, b, (size_t)rsz) < 0 ||
+			    ((d = get64(b, odata)) == MSG_COMBINED_HFRAG &&
+			     xb_read(&t->vm->mem, m + (uint64_t)rsz, b + rsz, (size_t)(msz - rsz)) < 0)) {
+				xb_debug("message %llu of %llx: %s\n", (unsigned long long)p->msgq_len,
+					 (unsigned long long)p->pid, xb_err());
+				p->partial |= XB_PP_UNREADABLE;
+				return;
+			}
+		}
+		uint64_t tag = get64(b, om), data = get64(b, odata);
+		if (tag == 0) {
+			/* THE_NON_VALUE: a distribution message; its undecoded
+			 * data is not counted (erts_msg_attached_data_size_aux) */
+			p->msgq_len++;
+			p->msgq_bytes += (uint64_t)msz;
+		} else if ((tag & 3) == 0) {
+			/* a signal; in the inner queue only receive markers */
+			if (kind == Q_INNER && (tag & TAG_HEADER_MASK) == TAG_HEADER_EXTERNAL_PID &&
+			    off(t, XB_F_RECV_MARKER_SIZE) > 0)
+				p->msgq_bytes += (uint64_t)off(t, XB_F_RECV_MARKER_SIZE);
+		} else {
+			uint64_t words = 0;
+			p->msgq_len++;
+			p->msgq_bytes += (uint64_t)msz;
+			if (data == MSG_COMBINED_HFRAG) {
+				words = get64(b, ohf + off(t, XB_F_HFRAG_USED_SIZE));
+				if (frag_chain(t, get64(b, ohf + off(t, XB_F_HFRAG_NEXT)), &words) < 0) {
+					xb_debug("message %llu: hfrag chain %llx: %s\n", (unsigned long long)p->msgq_len,
+						 (unsigned long long)get64(b, ohf + off(t, XB_F_HFRAG_NEXT)), xb_err());
+					p->partial |= XB_PP_UNREADABLE;
+				}
+			} else if (data) {
+				if (frag_chain(t, data, &words) < 0) {
+					xb_debug("message %llu: data %llx: %s\n", (unsigned long long)p->msgq_len,
+						 (unsigned long long)data, xb_err());
+					p->partial |= XB_PP_UNREADABLE;
+				}
+			}
+			p->msgq_bytes += words * 8;
+		}
+		m = get64(b, onext);
+	}
+}
+
+static void walk_messages(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p)
+{
+	walk_queue(t, get64(b, off(t, XB_F_PROC_SIGQ_FIRST)), Q_INNER, p);
+	walk_queue(t, get64(b, off(t, XB_F_PROC_SIGQ_CONT)), Q_OTHER, p);
+	walk_queue(t, get64(b, off(t, XB_F_PROC_SIGINQ_FIRST)), Q_OTHER, p);
+	uint64_t bufs = get64(b, off(t, XB_F_PROC_SIGINQ_BUFFERS)), nonempty = 0;
+	if (!bufs || off(t, XB_F_SIGINQBUFS_SLOTS) < 0 || off(t, XB_F_SIGINQBUF_SIZE) <= 0 ||
+	    off(t, XB_F_SIGINQBUF_QUEUE) < 0 || off(t, XB_F_SIGINQ_FIRST) < 0)
+		return;
+	if (off(t, XB_F_SIGINQBUFS_NONEMPTY) < 0 ||
+	    xb_read_u64(&t->vm->mem, bufs + (uint64_t)off(t, XB_F_SIGINQBUFS_NONEMPTY), &nonempty) < 0)
+		nonempty = ~0ull; /* look at every slot */
+	for (int i = 0; i < MAX_INQ_BUFFERS; i++) {
+		uint64_t q;
+		if (!(nonempty >> i & 1))
+			continue;
+		uint64_t a = bufs + (uint64_t)off(t, XB_F_SIGINQBUFS_SLOTS) +
+			     (uint64_t)i * (uint64_t)off(t, XB_F_SIGINQBUF_SIZE) +
+			     (uint64_t)off(t, XB_F_SIGINQBUF_QUEUE) + (uint64_t)off(t, XB_F_SIGINQ_FIRST);
+		if (xb_read_u64(&t->vm->mem, a, &q) < 0)
+			break;
+		walk_queue(t, q, Q_OTHER, p);
+	}
+}
+
+/* One monitor as erl_monitor_link.c erts_monitor_size() counts it: the
+ * size of its data by the origin's type (TYPE_WORD: origin.type, or
+ * origin.flags in OTP 29), shared by its REFC holders.  Node monitors are
+ * extended without heap; other extended ones (distribution, by name) are
+ * counted as ErtsMonitorDataHeap, a few words short. */
+static uint64_t monitor_bytes(struct xb_ptab *t, uint32_t refc, uint32_t type_word)
+{
+	uint64_t size = (uint64_t)off(t, XB_F_MONDATAHEAP_SIZE);
+	uint32_t type = off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? (type_word & 0xffff) : (type_word & ML_TYPE_MASK);
+	if (type == MON_TYPE_ALIAS && off(t, XB_F_MONDATA_SIZE) > 0)
+		size = (uint64_t)off(t, XB_F_MONDATA_SIZE);
+	else if (type == MON_TYPE_SUSPEND && off(t, XB_F_MONSUSPEND_SIZE) > 0)
+		size = (uint64_t)off(t, XB_F_MONSUSPEND_SIZE);
+	else if ((type == MON_TYPE_NODE || type == MON_TYPE_NODES) && off(t, XB_F_MONDATAEXT_SIZE) > 8)
+		size = (uint64_t)off(t, XB_F_MONDATAEXT_SIZE) - 8; /* extended, no heap: (hsz - 1) words */
+	return size / (refc ? refc : 1);
+}
+
+static int64_t monitor_type_off(struct xb_ptab *t)
+{
+	return off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? off(t, XB_F_MONDATA_ORIGIN_TYPE)
+						     : off(t, XB_F_MONDATA_ORIGIN_FLAGS);
+}
+
+static uint64_t monitor_size(struct xb_ptab *t, uint64_t node, uint16_t offset, struct xb_proc *p)
+{
+	uint64_t md = node - offset;
+	uint32_t refc = 0, type = 0;
+	if (xb_read_u32(&t->vm->mem, md + (uint64_t)off(t, XB_F_MONDATA_REFC), &refc) < 0 || !refc ||
+	    refc > 1000000) {
+		p->partial |= XB_PP_UNREADABLE;
+		refc = 2;
+	}
+	if (monitor_type_off(t) >= 0)
+		xb_read(&t->vm->mem, md + (uint64_t)monitor_type_off(t), &type,
+			off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? 2 : 4);
+	return monitor_bytes(t, refc, type);
+}
+
+/* Links (erl_monitor_link.c erts_link_size: sizeof(ErtsLink); extended
+ * (distribution) links are counted at that size too) and monitors, in
+ * red-black trees, for N processes at once: breadth first, one batched
+ * read per level of all the trees (a supervisor with 100,000 links costs
+ * some 40 system calls, not 100,000). */
+struct mlnode {
+	uint64_t addr;
+	uint32_t pi;
+	bool monitor;
+};
+
+static void walk_trees(struct xb_ptab *t, struct xb_proc **ps, const uint8_t *const *bufs, size_t n)
+{
+	int64_t ol = off(t, XB_F_MLNODE_LEFT), orr = off(t, XB_F_MLNODE_RIGHT), oo = off(t, XB_F_MLNODE_OFFSET),
+		osz = off(t, XB_F_MLNODE_SIZE), orefc = off(t, XB_F_MONDATA_REFC), oty = monitor_type_off(t);
+	bool ok_links = ol >= 0 && orr >= 0 && osz > 0 && osz <= 256;
+	bool ok_mons = ok_links && oo >= 0 && orefc >= 0 && off(t, XB_F_MONDATAHEAP_SIZE) > 0;
+	struct mlnode *cur = NULL, *next = NULL;
+	size_t ncur = 0, capcur = 0, nnext = 0, capnext = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t roots[2] = { get64(bufs[i], off(t, XB_F_PROC_LINKS)), get64(bufs[i], off(t, XB_F_PROC_MONITORS)) };
+		for (int k = 0; k < 2; k++) {
+			if (!roots[k])
+				continue;
+			if (!(k ? ok_mons : ok_links)) {
+				ps[i]->partial |= XB_PP_UNREADABLE;
+				continue;
+			}
+			if (xb_grow((void **)&cur, &capcur, ncur + 1, sizeof(*cur)) < 0)
+				goto out;
+			cur[ncur++] = (struct mlnode){ roots[k], (uint32_t)i, k == 1 };
+		}
+	}
+	uint8_t *nb = NULL, *mb = NULL;
+	size_t capnb = 0;
+	struct xb_readreq *q = NULL;
+	size_t capq = 0;
+	while (ncur) {
+		if (xb_grow((void **)&q, &capq, 2 * ncur, sizeof(*q)) < 0 ||
+		    xb_grow((void **)&nb, &capnb, ncur * (size_t)osz + ncur * 8, 1) < 0)
+			break;
+		mb = nb + ncur * (size_t)osz; /* refc, type word per node */
+		for (size_t j = 0; j < ncur; j++)
+			q[j] = (struct xb_readreq){ cur[j].addr, nb + j * (size_t)osz, (size_t)osz, false };
+		xb_read_many(&t->vm->mem, q, ncur);
+		/* monitors: refc and type from the monitor data */
+		size_t k = 0;
+		for (size_t j = 0; j < ncur; j++) {
+			memset(mb + 8 * j, 0, 8);
+			if (!cur[j].monitor || !q[j].ok)
+				continue;
+			uint64_t md = cur[j].addr - get16(nb + j * (size_t)osz, oo);
+			q[ncur + k++] = (struct xb_readreq){ md + (uint64_t)orefc, mb + 8 * j, 4, false };
+			if (oty >= 0)
+				q[ncur + k++] = (struct xb_readreq){ md + (uint64_t)oty, mb + 8 * j + 4,
+								     off(t, XB_F_MONDATA_ORIGIN_TYPE) >= 0 ? 2 : 4, false };
+		}
+		xb_read_many(&t->vm->mem, q + ncur, k);
+		nnext = 0;
+		for (size_t j = 0; j < ncur; j++) {
+			struct xb_proc *p = ps[cur[j].pi];
+			const uint8_t *b = nb + j * (size_t)osz;
+			if (!q[j].ok) {
+				p->partial |= XB_PP_UNREADABLE;
+				continue;
+			}
+			if (p->links + p->monitors >= XB_MAX_ML_WALK) {
+				p->partial |= XB_PP_LINKS;
+				continue;
+			}
+			if (cur[j].monitor) {
+				uint32_t refc = get32(mb + 8 * j, 0), ty = get32(mb + 8 * j, 4);
+				if (!refc || refc > 1000000) {
+					p->partial |= XB_PP_UNREADABLE;
+					refc = 2;
+				}
+				p->monitors++;
+				p->ml_bytes += monitor_bytes(t, refc, ty);
+			} else {
+				p->links++;
+				p->ml_bytes += (uint64_t)osz;
+			}
+			uint64_t kids[2] = { get64(b, ol), get64(b, orr) };
+			for (int c = 0; c < 2; c++) {
+				if (!kids[c])
+					continue;
+				if (xb_grow((void **)&next, &capnext, nnext + 1, sizeof(*next)) < 0)
+					goto done;
+				next[nnext++] = (struct mlnode){ kids[c], cur[j].pi, cur[j].monitor };
+			}
+		}
+		struct mlnode *tmp = cur;
+		size_t tc = capcur;
+		cur = next;
+		capcur = capnext;
+		ncur = nnext;
+		next = tmp;
+		capnext = tc;
+	}
+done:
+	free(q);
+	free(nb);
+out:
+	free(cur);
+	free(next);
+}
+
+/* Local target monitors: a circular list (erts_monitor_list_foreach). */
+static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
+{
+	int64_t on = off(t, XB_F_MLNODE_NEXT), oo = off(t, XB_F_MLNODE_OFFSET);
+	if (!head)
+		return;
+	if (on < 0 || oo < 0 || off(t, XB_F_MONDATA_REFC) < 0 || off(t, XB_F_MONDATAHEAP_SIZE) <= 0) {
+		p->partial |= XB_PP_UNREADABLE;
+		return;
+	}
+	uint64_t n = head;
+	for (uint64_t k = 0;; k++) {
+		uint64_t next;
+		uint16_t o;
+		if (k >= XB_MAX_ML_WALK) {
+			p->partial |= XB_PP_LINKS;
+			return;
+		}
+		if (xb_read_u64(&t->vm->mem, n + (uint64_t)on, &next) < 0 ||
+		    xb_read(&t->vm->mem, n + (uint64_t)oo, &o, 2) < 0) {
+			p->partial |= XB_PP_UNREADABLE;
+			return;
+		}
+		p->monitors++;
+		p->ml_bytes += monitor_size(t, n, o, p);
+		if (!next || next == head)
+			return;
+		n = next;
+	}
+}
+
+/* Everything erts_process_memory() adds, but the link and monitor trees
+ * (walk_trees, done first for a whole batch). */
+static void read_memory(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p)
+{
+	struct xb_vm *vm = t->vm;
+	if (!(p->state & PSFLG_EXITING))
+		walk_list(t, get64(b, off(t, XB_F_PROC_LT_MONITORS)), p);
+	walk_messages(t, b, p);
+	uint64_t dict = get64(b, off(t, XB_F_PROC_DICTIONARY));
+	uint32_t asz;
+	if (dict && off(t, XB_F_PROCDICT_ARRAY_SIZE) >= 0 && off(t, XB_F_PROCDICT_SIZE) > 0) {
+		/* erl_process_dict.c PD_SZ2BYTES(arraySize) */
+		if (xb_read_u32(&vm->mem, dict + (uint64_t)off(t, XB_F_PROCDICT_ARRAY_SIZE), &asz) == 0 && asz &&
+		    asz < (1u << 30))
+			p->dict_bytes = (uint64_t)off(t, XB_F_PROCDICT_SIZE) + ((uint64_t)asz - 1) * 8;
+		else
+			p->partial |= XB_PP_UNREADABLE;
+	}
+	uint64_t m = (uint64_t)off(t, XB_F_PROC_SIZE) + p->ml_bytes;
+	m += (p->heap_sz + p->mbuf_sz) * 8;
+	if (p->abandoned_heap)
+		m += p->hend - p->heap;
+	if (p->old_hend && p->old_heap)
+		m += p->old_hend - p->old_heap;
+	m += p->msgq_bytes;
+	if (off(t, XB_F_PROC_ARG_REG) >= 0 && off(t, XB_F_PROC_DEF_ARG_REG) >= 0 && off(t, XB_F_PROC_ARITY) >= 0 &&
+	    get64(b, off(t, XB_F_PROC_ARG_REG)) != p->addr + (uint64_t)off(t, XB_F_PROC_DEF_ARG_REG))
+		m += (uint64_t)b[off(t, XB_F_PROC_ARITY)] * 8; /* Uint or byte: < 256 either way */
+	if (get64(b, off(t, XB_F_PROC_PSD)) && off(t, XB_F_PSD_SIZE) > 0)
+		m += (uint64_t)off(t, XB_F_PSD_SIZE);
+	m += p->dict_bytes;
+	p->memory = m;
+}
+
+/* Registered name (RegProc.name, checked to point back at the process)
+ * and the current function's MFA, for N snapshots at once. */
+static void read_names(struct xb_ptab *t, struct xb_proc *v, size_t n)
+{
+	struct xb_vm *vm = t->vm;
+	struct xb_readreq q[2 * BATCH];
+	uint64_t regbuf[BATCH][2];
+	size_t k = 0;
+	int64_t rn = off(t, XB_F_REGPROC_NAME), rp = off(t, XB_F_REGPROC_P);
+	int64_t mm = off(t, XB_F_MFA_MODULE), mf = off(t, XB_F_MFA_FUNCTION), ma = off(t, XB_F_MFA_ARITY);
+	for (size_t i = 0; i < n && i < BATCH; i++) {
+		if (!v[i].addr)
+			continue;
+		if (v[i].current && mm >= 0 && mf >= 0 && ma >= 0 && mm == 0 && mf == 8 && ma == 16)
+			q[k++] = (struct xb_readreq){ v[i].current, v[i].current_mfa, 24, false };
+		if (v[i].reg && rn >= 0 && rp >= 0) {
+			q[k++] = (struct xb_readreq){ v[i].reg + (uint64_t)rp, &regbuf[i][0], 8, false };
+			q[k++] = (struct xb_readreq){ v[i].reg + (uint64_t)rn, &regbuf[i][1], 8, false };
+		}
+	}
+	xb_read_many(&vm->mem, q, k);
+	k = 0;
+	for (size_t i = 0; i < n && i < BATCH; i++) {
+		if (!v[i].addr)
+			continue;
+		if (v[i].current && mm == 0 && mf == 8 && ma == 16) {
+			if (!q[k].ok || !xb_is_atom(v[i].current_mfa[0]) || !xb_is_atom(v[i].current_mfa[1]) ||
+			    v[i].current_mfa[2] > 255)
+				memset(v[i].current_mfa, 0, sizeof(v[i].current_mfa));
+			k++;
+		}
+		if (v[i].reg && rn >= 0 && rp >= 0) {
+			if (q[k].ok && q[k + 1].ok && regbuf[i][0] == v[i].addr && xb_is_atom(regbuf[i][1]))
+				v[i].reg_name = regbuf[i][1];
+			k += 2;
+		}
+	}
+}
+
+/* Before the second read of a process: let a garbage collection in
+ * progress (ERTS_PSFLG_GC) finish, polling its state for up to 250 ms. */
+static void wait_gc_done(struct xb_ptab *t, uint32_t slot)
+{
+	uint64_t addr;
+	uint32_t st;
+	usleep(1000);
+	for (int i = 0; i < 50; i++) {
+		if (xb_read_u64(&t->vm->mem, t->tab + (uint64_t)slot * 8, &addr) < 0 || !addr ||
+		    addr == t->invalid ||
+		    xb_read_u32(&t->vm->mem, addr + (uint64_t)off(t, XB_F_PROC_STATE), &st) < 0 || !(st & PSFLG_GC))
+			return;
+		usleep(5000);
+	}
+}
+
+int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc *p)
+{
+	struct xb_vm *vm = t->vm;
+	size_t psz = (size_t)off(t, XB_F_PROC_SIZE);
+	uint8_t *a = malloc(psz), *b = malloc(psz);
+	int rc = -1;
+	if (!a || !b) {
+		xb_fail("out of memory");
+		goto out;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		uint64_t addr, addr2;
+		if (attempt)
+			wait_gc_done(t, slot);
+		const char *why = NULL;
+		struct xb_proc p2;
+		if (slot >= t->max) {
+			xb_fail("slot %u out of range", slot);
+			goto out;
+		}
+		if (xb_read_u64(&vm->mem, t->tab + (uint64_t)slot * 8, &addr) < 0)
+			goto out;
+		if (!addr || addr == t->invalid) {
+			xb_fail("gone: slot %u is empty", slot);
+			goto out;
+		}
+		if (xb_read(&vm->mem, addr, a, psz) < 0) {
+			xb_fail("gone: %s", xb_err());
+			goto out;
+		}
+		if (!parse(t, slot, addr, a, p, &why)) {
+			if (strcmp(why, "gone") == 0) {
+				xb_fail("gone: the process in slot %u exited", slot);
+				goto out;
+			}
+			continue;
+		}
+		if (want & XB_PROC_MEMORY) {
+			const uint8_t *bufs[1] = { a };
+			struct xb_proc *ps[1] = { p };
+			if (!(p->state & PSFLG_EXITING))
+				walk_trees(t, ps, bufs, 1);
+			read_memory(t, a, p);
+		}
+		if (want & XB_PROC_NAMES)
+			read_names(t, p, 1);
+		if (xb_read_u64(&vm->mem, t->tab + (uint64_t)slot * 8, &addr2) < 0 || addr2 != addr ||
+		    xb_read(&vm->mem, addr, b, psz) < 0) {
+			xb_fail("gone: the process in slot %u exited", slot);
+			goto out;
+		}
+		if (!parse(t, slot, addr, b, &p2, &why)) {
+			if (strcmp(why, "gone") == 0) {
+				xb_fail("gone: the process in slot %u exited", slot);
+				goto out;
+			}
+			continue;
+		}
+		/* a message or link that could not be read: the queue
+		 * changed under the walk; once more, then keep what was read
+		 * (marked partial) */
+		if (same_snapshot(p, &p2) && (!(p->partial & XB_PP_UNREADABLE) || attempt == 1)) {
+			rc = 0;
+			goto out;
+		}
+	}
+	xb_fail("changing: the process in slot %u garbage collected (or grew) during both reads", slot);
+out:
+	free(a);
+	free(b);
+	return rc;
+}
+
+enum snap { S_GOOD, S_GONE, S_CHANGING, S_UNREADABLE };
+
+int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_proc *p, void *arg),
+		    void *arg, struct xb_ptab_stats *st)
+{
+	struct xb_vm *vm = t->vm;
+	size_t psz = (size_t)off(t, XB_F_PROC_SIZE);
+	uint8_t *bufa = malloc(BATCH * psz), *bufb = malloc(BATCH * psz);
+	struct xb_proc *v = calloc(BATCH, sizeof(*v));
+	struct xb_readreq *q = calloc(2 * BATCH, sizeof(*q));
+	uint32_t slot[BATCH];
+	uint64_t addr[BATCH], addr2[BATCH];
+	enum snap state[BATCH];
+	int rc = 0;
+	memset(st, 0, sizeof(*st));
+	if (!bufa || !bufb || !v || !q) {
+		rc = xb_fail("out of memory");
+		goto out;
+	}
+	for (uint32_t next = 0; next < t->max && rc == 0;) {
+		size_t n = 0;
+		for (; next < t->max && n < BATCH; next++) {
+			uint64_t s = t->slots[next];
+			if (!s || s == t->invalid)
+				continue;
+			slot[n] = next;
+			addr[n++] = s;
+		}
+		if (!n)
+			break;
+		st->slots_live += n;
+		for (size_t i = 0; i < n; i++)
+			q[i] = (struct xb_readreq){ addr[i], bufa + i * psz, psz, false };
+		xb_read_many(&vm->mem, q, n);
+		if (vm->mem.gone) {
+			rc = xb_fail("the VM exited");
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const char *why = "unreadable";
+			if (q[i].ok && parse(t, slot[i], addr[i], bufa + i * psz, &v[i], &why))
+				state[i] = S_GOOD;
+			else
+				state[i] = !q[i].ok ? S_UNREADABLE : strcmp(why, "gone") == 0 ? S_GONE : S_CHANGING;
+			if (state[i] != S_GOOD)
+				memset(&v[i], 0, sizeof(v[i]));
+		}
+		if (want & XB_PROC_MEMORY) {
+			struct xb_proc *ps[BATCH];
+			const uint8_t *bufs[BATCH];
+			size_t m = 0;
+			for (size_t i = 0; i < n; i++)
+				if (state[i] == S_GOOD && !(v[i].state & PSFLG_EXITING)) {
+					ps[m] = &v[i];
+					bufs[m++] = bufa + i * psz;
+				}
+			walk_trees(t, ps, bufs, m);
+			for (size_t i = 0; i < n; i++)
+				if (state[i] == S_GOOD)
+					read_memory(t, bufa + i * psz, &v[i]);
+		}
+		if (want & XB_PROC_NAMES)
+			read_names(t, v, n);
+		/* Second read: the slot still holds it, and nothing a GC
+		 * changes has changed. */
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			q[k++] = (struct xb_readreq){ t->tab + (uint64_t)slot[i] * 8, &addr2[i], 8, false };
+			q[k++] = (struct xb_readreq){ addr[i], bufb + i * psz, psz, false };
+		}
+		xb_read_many(&vm->mem, q, k);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			struct xb_proc p2;
+			const char *why = "unreadable";
+			bool moved = !q[2 * i].ok || addr2[i] != addr[i];
+			if (state[i] == S_GOOD && !moved && q[2 * i + 1].ok && !(v[i].partial & XB_PP_UNREADABLE) &&
+			    parse(t, slot[i], addr[i], bufb + i * psz, &p2, &why) && same_snapshot(&v[i], &p2)) {
+				/* consistent */
+			} else if (moved || state[i] == S_GONE) {
+				st->gone++;
+				continue;
+			} else {
+				/* once more, alone */
+				struct xb_proc one;
+				if (xb_proc_read(t, slot[i], want, &one) == 0) {
+					v[i] = one;
+				} else {
+					if (strncmp(xb_err(), "gone", 4) == 0)
+						st->gone++;
+					else if (state[i] == S_UNREADABLE)
+						st->unreadable++;
+					else
+						st->changed++;
+					continue;
+				}
+			}
+			st->read++;
+			if (v[i].partial)
+				st->partial++;
+			rc = fn(&v[i], arg);
+		}
+		if (vm->mem.gone && rc == 0)
+			rc = xb_fail("the VM exited");
+	}
+out:
+	free(bufa);
+	free(bufb);
+	free(v);
+	free(q);
+	return rc;
+}
+
+void xb_proc_pid_text(const struct xb_vm *vm, uint64_t pid, char *buf, size_t len)
+{
+	if (xb_format_pid(pid, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, buf, len) < 0)
+		snprintf(buf, len, "?");
+}
+
+void xb_mfa_text(struct xb_vm *vm, const uint64_t mfa[3], char *buf, size_t len)
+{
+	const char *m = xb_is_atom(mfa[0]) ? xb_vm_atom(vm, mfa[0]) : NULL;
+	const char *f = xb_is_atom(mfa[1]) ? xb_vm_atom(vm, mfa[1]) : NULL;
+	if (!m || !f || mfa[2] > 255)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%s:%s/%u", m, f, (unsigned)mfa[2]);
+}
+
+int xb_ptab_find_pid(struct xb_ptab *t, unsigned num, long ser, uint32_t *slot)
+{
+	char want[48], got[48];
+	for (uint32_t i = 0; i < t->max; i++) {
+		uint64_t s = t->slots[i], id;
+		if (!s || s == t->invalid ||
+		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_ID), &id) < 0 || !xb_is_pid(id))
+			continue;
+		xb_proc_pid_text(t->vm, id, got, sizeof(got));
+		unsigned n2, s2;
+		if (sscanf(got, "<0.%u.%u>", &n2, &s2) == 2 && n2 == num && (ser < 0 || (long)s2 == ser)) {
+			*slot = i;
+			return 0;
+		}
+	}
+	if (ser < 0)
+		snprintf(want, sizeof(want), "<0.%u.*>", num);
+	else
+		snprintf(want, sizeof(want), "<0.%u.%ld>", num, ser);
+	return xb_fail("no process %s in this VM", want);
+}
+
+int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
+{
+	int64_t rn = off(t, XB_F_REGPROC_NAME), rp = off(t, XB_F_REGPROC_P);
+	if (rn < 0 || rp < 0 || off(t, XB_F_PROC_REG) < 0)
+		return xb_fail("cannot look up registered names on this VM: the release table has no %s",
+			       xb_field_name(XB_F_REGPROC_NAME));
+	for (uint32_t i = 0; i < t->max; i++) {
+		uint64_t s = t->slots[i], reg, p, atom;
+		if (!s || s == t->invalid ||
+		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_REG), &reg) < 0 || !reg ||
+		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rp, &p) < 0 || p != s ||
+		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rn, &atom) < 0 || !xb_is_atom(atom))
+			continue;
+		char raw[1024];
+		size_t l;
+		if (xb_vm_atom_raw(t->vm, atom, raw, sizeof(raw), &l) == 0 && strcmp(raw, name) == 0) {
+			*slot = i;
+			return 0;
+		}
+	}
+	return xb_fail("no process is registered as '%s' in this VM", name);
+}
+
+int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
+{
+	unsigned node, num, ser;
+	int end = 0;
+	size_t len = strlen(spec);
+	bool angle = len > 2 && spec[0] == '<' && spec[len - 1] == '>';
+	if ((angle ? sscanf(spec, "<%u.%u.%u>%n", &node, &num, &ser, &end)
+		   : sscanf(spec, "%u.%u.%u%n", &node, &num, &ser, &end)) == 3 &&
+	    (size_t)end == len) {
+		if (node != 0)
+			return xb_fail("%s is a pid of another node; pass a process of this VM "
+				       "(<0.N.S>)", spec);
+		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
+			char why[512];
+			snprintf(why, sizeof(why), "%s", xb_err());
+			return xb_fail("%s; erlang-heapsample lists the processes", why);
+		}
+		return 0;
+	}
+	for (const char *c = spec; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == '<' || *c == '>')
+			return xb_fail("a process is a pid <0.N.S> or a registered name, not '%s'", spec);
+	if (xb_ptab_find_name(t, spec, slot) < 0) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", xb_err());
+		return xb_fail("%s; pass a registered name or a pid <0.N.S> (erlang-heapsample lists them)", why);
+	}
+	return 0;
+}

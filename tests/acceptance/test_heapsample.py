@@ -1,0 +1,419 @@
+"""erlang-heapsample acceptance tests (issue 12), against real VMs.
+
+The ground truth is the VM's own, taken by the VM while the workload holds
+still: process_info/2, erlang:memory/0 and erlang:system_info({allocator,
+A}) (tests/workloads/xb_mem*.erl).  A figure read from outside is compared
+with the VM's figures taken just before and just after it; a workload that
+moved between the two is measured again.
+"""
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import time
+
+from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
+                    tool_path)
+
+TOOL = "erlang-heapsample"
+KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep"]
+# erlang:memory(processes) includes the process table, max_processes x 12
+# bytes, which no process owns (erl_ptab.c erts_ptab_mem_size): 12 MB with
+# OTP 27's default of 1,048,576 processes.  The VMs of the totals test are
+# started with +P 32768 (384 KB) so that the comparison measures the
+# processes; the tool's totals line names the table separately anyway.
+SMALL_PTAB = ["+P", "32768"]
+# The allocator types compared with system_info({allocator, A}).
+ALLOCATORS = ["binary_alloc", "eheap_alloc", "ets_alloc", "fix_alloc", "ll_alloc", "sl_alloc",
+              "std_alloc", "temp_alloc", "driver_alloc", "literal_alloc"]
+
+
+def heapsample(vm, *args, timeout=120, ok=True):
+    r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout)
+    if ok:
+        check(r.rc == 0 and not r.timed_out, "%s %s failed (exit %s)" % (TOOL, " ".join(args), r.rc),
+              r.describe())
+    return r
+
+
+def truth(vm, names):
+    """{name: dict} from process_info, taken by the VM."""
+    text = vm.eval_raw("xb_mem:truth([%s])" % ",".join(names)).decode()
+    return parse_truth(text)
+
+
+def parse_truth(text):
+    out = {}
+    for line in text.splitlines():
+        name, pid, mem, heap, total, stack, mql, binb, reds, status = line.split()
+        key = pid if name == "-" else name
+        out[key] = dict(name=name, pid=pid, memory=int(mem), heap_size=int(heap),
+                        total_heap_size=int(total), stack_size=int(stack),
+                        message_queue_len=int(mql), binary=int(binb), reductions=int(reds),
+                        status=status)
+    return out
+
+
+def close(a, b, rel, absolute=0):
+    return abs(a - b) <= max(rel * max(abs(a), abs(b)), absolute)
+
+
+def processes_json(vm, *args):
+    r = heapsample(vm, "--format", "json", "-t", "0", *args)
+    try:
+        rows = json.loads(r.out)
+    except ValueError as e:
+        raise AssertionError("JSON output does not parse: %s\n%s" % (e, r.out[:2000]))
+    check(isinstance(rows, list) and rows, "JSON output is not a non-empty array", r.out[:500])
+    return rows, r
+
+
+def steady_snapshot(vm, names, tries=3):
+    """The tool's rows and the VM's figures for NAMES, taken before and
+    after the tool read them, equal (the workload held still)."""
+    for attempt in range(tries):
+        before = truth(vm, names)
+        rows, r = processes_json(vm)
+        after = truth(vm, names)
+        steady = all(before[n][k] == after[n][k] for n in names
+                     for k in ("memory", "heap_size", "stack_size", "message_queue_len", "binary"))
+        if steady:
+            return rows, before, r
+        log("attempt %d: the workload moved while it was read; again" % (attempt + 1))
+        time.sleep(0.5)
+    raise AssertionError("the known processes did not hold still over %d attempts" % tries)
+
+
+@per_vm()
+@timeout(300)
+def test_known_processes(target):
+    """A 20 MB list, 50,000 queued messages, 200 MB of refc binaries and a
+    deep stack: each one's figures within 5 % of process_info/2, ranked as
+    expected; the rows add up to erlang:memory(processes) within 5 %."""
+    with VM(target, extra_args=SMALL_PTAB) as vm:
+        check(vm.eval("xb_mem:start()", timeout=240) == "ok", "workload did not start")
+        rows, want, r = steady_snapshot(vm, KNOWN)
+        by_name = {row["name"]: row for row in rows}
+        for n in KNOWN:
+            check(n in by_name, "%s is not in the output" % n, r.out[:3000])
+            got, exp = by_name[n], want[n]
+            check(got["pid"] == exp["pid"], "%s: pid %s, VM says %s" % (n, got["pid"], exp["pid"]))
+            pairs = [("memory_bytes", got["memory_bytes"], "memory", exp["memory"]),
+                     ("heap_words", got["heap_words"], "heap_size", exp["heap_size"]),
+                     # total_heap_size adds the data of queued messages
+                     # (erl_bif_info.c): compared where there are none
+                     ("heap+old+mbuf words",
+                      got["heap_words"] + got["old_heap_words"] + got["mbuf_words"],
+                      "total_heap_size",
+                      exp["total_heap_size"] if not exp["message_queue_len"] else
+                      got["heap_words"] + got["old_heap_words"] + got["mbuf_words"]),
+                     ("stack_words", got["stack_words"], "stack_size", exp["stack_size"]),
+                     ("message_queue_len", got["message_queue_len"], "message_queue_len",
+                      exp["message_queue_len"]),
+                     ("bin_vheap_bytes", got["bin_vheap_bytes"], "binary", exp["binary"]),
+                     ("reductions", got["reductions"], "reductions", exp["reductions"])]
+            for ours, a, theirs, b in pairs:
+                # small figures (a few words) get a word of slack
+                check(close(a, b, 0.05, 8), "%s: %s %d, process_info %s %d" % (n, ours, a, theirs, b))
+            log("%-13s memory %10d (VM %10d) stack %6d (VM %6d) msgq %5d binary %9d (VM %9d)"
+                % (n, got["memory_bytes"], exp["memory"], got["stack_words"], exp["stack_size"],
+                   got["message_queue_len"], got["bin_vheap_bytes"], exp["binary"]))
+        # ranked as expected: by memory as the VM ranks them, and each
+        # first by its own field
+        ours = [row["name"] for row in rows if row["name"] in KNOWN]
+        theirs = sorted(KNOWN, key=lambda n: -want[n]["memory"])
+        check(ours == theirs, "ranked %s by memory, the VM's figures rank %s" % (ours, theirs))
+        for field, top in (("binary", "xb_mem_bins"), ("msgq", "xb_mem_queue"),
+                           ("stack", "xb_mem_deep"), ("heap", "xb_mem_list")):
+            rr, _ = processes_json(vm, "--sort", field)
+            check(rr[0]["name"] == top, "--sort %s: first is %s, expected %s" % (field, rr[0]["name"], top))
+        # the sum against the VM's own figure for processes
+        for attempt in range(3):
+            m0 = int(vm.eval("erlang:memory(processes)"))
+            rows, r = processes_json(vm)
+            m1 = int(vm.eval("erlang:memory(processes)"))
+            total = sum(row["memory_bytes"] for row in rows)
+            if close(m0, m1, 0.01):
+                break
+        log("sum of process memory %d, erlang:memory(processes) %d .. %d (%.1f%%)"
+            % (total, m0, m1, 100.0 * total / m1))
+        check(close(total, m0, 0.05) or close(total, m1, 0.05),
+              "sum of process memory %d, erlang:memory(processes) %d .. %d" % (total, m0, m1))
+        # the tool's own recomputation of erlang:memory(processes)
+        m = re.search(r"erlang:memory\(processes\): \S+ \((\d+) bytes\)", r.err)
+        check(m, "no VM figure in the totals (stderr)", r.err)
+        vm_fig = int(m.group(1))
+        check(close(vm_fig, m0, 0.02) or close(vm_fig, m1, 0.02),
+              "the tool's erlang:memory(processes) %d, the VM's %d .. %d" % (vm_fig, m0, m1))
+        vm.eval("xb_mem:stop()")
+
+
+@per_vm()
+def test_table_and_csv(target):
+    """The table fits 80 columns and has a totals line; CSV has the JSON keys."""
+    with VM(target) as vm:
+        vm.eval("xb_mem:start([{list_mb, 2}, {bins, 4}, {depth, 1000}, {msgs, 500}])", timeout=120)
+        r = heapsample(vm, "-t", "10")
+        lines = r.out.splitlines()
+        wide = [l for l in lines if len(l) > 80]
+        check(not wide, "table lines wider than 80 columns", "\n".join(wide[:5]))
+        check(lines[0].split()[:3] == ["PID", "MEMORY", "HEAP"], "no header line", r.out[:500])
+        check(any(l.startswith("total: ") for l in lines), "no totals line", r.out)
+        check(any("xb_mem_list" in l for l in lines), "xb_mem_list is not in the top 10", r.out)
+        r = heapsample(vm, "--format", "csv", "-t", "0")
+        rd = list(csv.DictReader(io.StringIO(r.out)))
+        check(rd and {"pid", "name", "memory_bytes", "heap_words", "old_heap_words", "stack_words",
+                      "mbuf_words", "message_queue_len", "bin_vheap_bytes", "reductions",
+                      "current_function"} <= set(rd[0].keys()), "CSV header", r.out[:300])
+        check(any(row["name"] == "xb_mem_queue" and row["message_queue_len"] == "500" for row in rd),
+              "xb_mem_queue's 500 messages not in the CSV", r.out[:2000])
+        log(lines[0])
+        log(lines[1])
+        log(lines[2])
+
+
+@per_vm()
+@timeout(180)
+def test_growth_long_lived(target):
+    """--interval: the process that keeps adding to a long-lived structure
+    is the top grower, its growth in the old heap; the one churning
+    garbage is not."""
+    with VM(target) as vm:
+        vm.eval("xb_mem_grow:start()")
+        time.sleep(2.0)  # the churner's heap settles
+        r = heapsample(vm, "--interval", "4", "--count", "2", "--format", "json", "-t", "10")
+        rows = json.loads(r.out)
+        for k in (1, 2):
+            iv = [row for row in rows if row["interval"] == k]
+            check(iv, "interval %d: no rows" % k, r.out[:2000])
+            top = iv[0]
+            names = [row["name"] for row in iv[:5]]
+            log("interval %d: %s" % (k, ", ".join("%s %+d (long-lived %+d, old heap used %+d)" % (
+                row["name"], row["memory_bytes_delta"], row["long_lived_bytes_delta"],
+                row["old_heap_used_bytes_delta"]) for row in iv[:4])))
+            check(top["name"] == "xb_grow", "interval %d: top grower is %s, not xb_grow (%s)"
+                  % (k, top["name"], names))
+            # What it adds survives collections (old heap, or the young
+            # heap below high_water after a full sweep); the rest of its
+            # growth is young-heap room for the newest data.
+            check(top["long_lived_bytes_delta"] >= 0.3 * top["memory_bytes_delta"] > 0,
+                  "interval %d: xb_grow's growth is not long-lived: %s" % (k, top))
+            check(top["long_lived_bytes_delta"] == max(row["long_lived_bytes_delta"] for row in iv),
+                  "interval %d: another process grew more long-lived data" % k)
+            churn = [row for row in iv if row["name"] == "xb_churn"]
+            check(not churn or churn[0]["memory_bytes_delta"] < top["memory_bytes_delta"] / 4,
+                  "interval %d: xb_churn grows like a leak: %s" % (k, churn))
+        r = heapsample(vm, "--interval", "5", "-t", "3")
+        lines = r.out.splitlines()
+        head = [i for i, l in enumerate(lines) if l.startswith("PID ")]
+        check(head and len(lines) > head[0] + 2 and "xb_grow" in lines[head[0] + 2],
+              "table: xb_grow is not first", r.out)
+        check(all(len(l) <= 80 for l in lines), "growth table wider than 80 columns", r.out)
+        log("\n".join(lines[:4]))
+        vm.eval("xb_mem_grow:stop()")
+
+
+@per_vm()
+@timeout(180)
+def test_contents_mix(target):
+    """--contents: 60 % {session, ...} records, 30 % binaries, 10 % maps by
+    words (plus the list holding them) reported within 5 points each."""
+    with VM(target) as vm:
+        words = vm.eval_raw("xb_mem_mix:start(120000, 52500, 10000)", timeout=120).decode()
+        rw, bw, mw, lw = (int(x) for x in words.split())
+        total = rw + bw + mw + lw
+        want = {"tuple {session, ...}": rw / total, "binary (on the heap)": bw / total,
+                "map": mw / total, "list (cons cells)": lw / total}
+        for spec in ("xb_mix", vm.eval("pid_to_list(whereis(xb_mix))").strip('"')):
+            r = heapsample(vm, "--contents", spec, "--format", "json")
+            rows = json.loads(r.out)
+            got = {row["kind"]: row for row in rows}
+            for kind, share in want.items():
+                check(kind in got, "%s: kind %r not reported" % (spec, kind), r.out[:2000])
+                s = got[kind]["share"]
+                check(abs(s - share) <= 0.05, "%s: %s share %.3f, expected %.3f" % (spec, kind, s, share))
+            log("%s: " % spec + ", ".join("%s %.3f (want %.3f)" % (k, got[k]["share"], v)
+                                           for k, v in want.items()))
+        # sampled: a bound below the heap's size
+        r = heapsample(vm, "--contents", "xb_mix", "--max-words", "262144", "--seed", "7",
+                       "--format", "json")
+        rows = json.loads(r.out)
+        got = {row["kind"]: row for row in rows}
+        for kind, share in want.items():
+            check(kind in got and abs(got[kind]["share"] - share) <= 0.05,
+                  "sampled: %s share %s, expected %.3f" % (kind, got.get(kind), share))
+            check(got[kind]["ci95"] > 0, "sampled: no interval for %s" % kind)
+        log("sampled: " + ", ".join("%s %.3f +- %.3f" % (k, got[k]["share"], got[k]["ci95"]) for k in want))
+        r = heapsample(vm, "--contents", "xb_mix")
+        log(r.out.splitlines()[0])
+        vm.eval("xb_mem_mix:stop()")
+
+
+def alloc_rows(vm):
+    r = heapsample(vm, "--alloc", "--format", "json")
+    return {row["allocator"]: row for row in json.loads(r.out)}, r
+
+
+def alloc_truth(vm, a):
+    mc, mb, sc, sb = (int(x) for x in vm.eval_raw("xb_mem:alloc_truth(%s)" % a).decode().split())
+    return dict(mbcs_carriers_bytes=mc, mbcs_blocks_bytes=mb, sbcs_carriers_bytes=sc,
+                sbcs_blocks_bytes=sb)
+
+
+@per_vm()
+@timeout(300)
+def test_alloc_matches_system_info(target):
+    """--alloc: per allocator type, carrier and block bytes within 2 % of
+    system_info({allocator, A}) summed over instances (mbcs with the pool)."""
+    with VM(target) as vm:
+        vm.eval("xb_mem:start([{list_mb, 8}, {bins, 20}, {depth, 1000}, {msgs, 5000}])", timeout=120)
+        fails = []
+        for attempt in range(3):
+            before = {a: alloc_truth(vm, a) for a in ALLOCATORS}
+            rows, r = alloc_rows(vm)
+            after = {a: alloc_truth(vm, a) for a in ALLOCATORS}
+            fails = []
+            for a in ALLOCATORS:
+                check(a in rows, "%s not reported" % a, r.out[:2000])
+                for k in ("mbcs_carriers_bytes", "mbcs_blocks_bytes", "sbcs_carriers_bytes",
+                          "sbcs_blocks_bytes"):
+                    v, b0, b1 = rows[a][k], before[a][k], after[a][k]
+                    # 4 KiB of slack: system_info({allocator, A}) itself
+                    # allocates its request and reply while it measures
+                    # (a few hundred bytes of sl_alloc, temp_alloc, ...)
+                    if not (close(v, b0, 0.02, 4096) or close(v, b1, 0.02, 4096) or
+                            min(b0, b1) <= v <= max(b0, b1)):
+                        fails.append("%s %s: %d, VM %d .. %d" % (a, k, v, b0, b1))
+            if not fails:
+                break
+            log("attempt %d: %s" % (attempt + 1, "; ".join(fails)))
+        check(not fails, "allocator figures off by more than 2 %", "\n".join(fails))
+        for a in ("binary_alloc", "eheap_alloc", "ets_alloc"):
+            row = rows[a]
+            log("%-12s mbcs %d/%d sbcs %d/%d usage %.3f frag %s" % (
+                a, row["mbcs_blocks_bytes"], row["mbcs_carriers_bytes"], row["sbcs_blocks_bytes"],
+                row["sbcs_carriers_bytes"], row["usage"], row["fragmentation"]))
+        r = heapsample(vm, "--alloc")
+        check(all(len(l) <= 80 for l in r.out.splitlines()), "--alloc table wider than 80 columns", r.out)
+        check(re.search(r"^RSS: .* resident", r.out, re.M), "no RSS summary", r.out)
+        check("outside carriers" in r.out or "pagemap unreadable" in r.out, "no unaccounted line", r.out)
+        vm.eval("xb_mem:stop()")
+
+
+@per_vm()
+@timeout(300)
+def test_alloc_fragmentation(target):
+    """Binaries allocated, every other one freed: binary_alloc's usage falls,
+    and agrees with the same figure computed inside the VM."""
+    with VM(target) as vm:
+        vm.eval("xb_mem_frag:start(40000, 2000)", timeout=120)
+        seen = []
+        for phase in ("full", "half freed"):
+            if phase == "half freed":
+                check(vm.eval("xb_mem_frag:free_half()", timeout=60) == "ok", "free_half failed")
+                time.sleep(1.0)
+            for attempt in range(3):
+                u0 = float(vm.eval("xb_mem:usage(binary_alloc)"))
+                rows, r = alloc_rows(vm)
+                u1 = float(vm.eval("xb_mem:usage(binary_alloc)"))
+                u = rows["binary_alloc"]["usage"]
+                if abs(u0 - u1) < 0.01:
+                    break
+            check(abs(u - u0) <= 0.02 or abs(u - u1) <= 0.02,
+                  "%s: usage %.4f, the VM computes %.4f .. %.4f" % (phase, u, u0, u1))
+            seen.append(u)
+            log("%s: binary_alloc usage %.3f (VM %.3f), fragmentation %s"
+                % (phase, u, u1, rows["binary_alloc"]["fragmentation"]))
+        check(seen[1] < seen[0] - 0.1, "usage did not fall: %.3f then %.3f" % tuple(seen))
+        vm.eval("xb_mem_frag:stop()")
+
+
+@per_vm(only=["stock"])
+def test_vm_exits_midread(target):
+    """The VM dies during --interval: what was read, a note, exit 0."""
+    with VM(target) as vm:
+        vm.eval("xb_mem_grow:start()")
+        p = spawn_tool(TOOL, "--interval", "1", "--count", "30", str(vm.pid))
+        time.sleep(3.5)
+        vm.kill()
+        try:
+            out, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            check(False, "%s did not stop within 20 s of the VM's death" % TOOL)
+        out, err = out.decode(), err.decode()
+        check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
+        check("interval 1" in out, "nothing read before the VM died", out)
+        check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)
+
+
+def test_bad_input():
+    """No PID, not a BEAM, non-numeric, bad options: one line, non-zero."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        pid = 4194000
+        while os.path.exists("/proc/%d" % pid):
+            pid -= 1
+        cases = [("no such PID", [str(pid)], "no such process"),
+                 ("not a BEAM", [str(sleeper.pid)], "not a BEAM"),
+                 ("non-numeric", ["abc"], "not a PID"),
+                 ("no arguments", [], "missing PID"),
+                 ("two modes", ["--alloc", "--contents", "x", "1"], "separate modes"),
+                 ("bad sort", ["--sort", "size", "1"], "--sort"),
+                 ("bad format", ["--format", "xml", "1"], "--format"),
+                 ("count without interval", ["--count", "3", "1"], "--interval"),
+                 ("negative interval", ["--interval", "-1", "1"], "--interval")]
+        for what, args, needle in cases:
+            r = run_tool(TOOL, *args, timeout=20)
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc not in (0, None) and r.rc > 0, "%s: exit %s" % (what, r.rc), r.describe())
+            check(len(lines) == 1, "%s: expected one line on stderr" % what, r.describe())
+            check(needle in lines[0], "%s: message lacks %r" % (what, needle), r.describe())
+    finally:
+        sleeper.kill()
+
+
+@per_vm(only=["stock", "otp29-jit-stripped"])
+def test_unknown_process_name(target):
+    """--contents of a process that does not exist: one line naming it, exit 2."""
+    with VM(target) as vm:
+        for spec, needle in (("no_such_name", "no_such_name"), ("<0.99999.0>", "<0.99999.0>"),
+                             ("<1.80.0>", "another node")):
+            r = heapsample(vm, "--contents", spec, ok=False)
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc == 2, "--contents %s: exit %s" % (spec, r.rc), r.describe())
+            check(len(lines) == 1 and needle in lines[0], "--contents %s: %s" % (spec, lines), r.describe())
+        log(lines[0])
+
+
+@per_vm(only=["stock"])
+def test_unprivileged(target):
+    """As an unprivileged user against root's VM: one line naming the
+    capability, non-zero exit."""
+    tool = tool_path(TOOL)
+    if subprocess.run(["sh", "-c", "command -v setpriv"], stdout=subprocess.DEVNULL).returncode:
+        skip("setpriv (util-linux) not installed")
+    r0 = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", tool, "--version"],
+                 timeout=10)
+    if r0.rc != 0:
+        skip("the build directory is not accessible to user nobody: %s" % r0.err.strip())
+    with VM(target) as vm:
+        r = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", tool,
+                     str(vm.pid)], timeout=20)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc > 0 and len(lines) == 1, "exit %s, %d lines" % (r.rc, len(lines)), r.describe())
+        check("CAP_SYS_PTRACE" in lines[0] and "CAP_PERFMON" not in lines[0],
+              "message does not name the one capability needed", r.describe())
+        log(lines[0])
+
+
+def test_help_names_the_fields():
+    r = run_tool(TOOL, "--help")
+    check(r.rc == 0, "--help failed", r.describe())
+    for needle in ("--interval", "--contents", "--alloc", "--format", "heap_sz", "mbuf_sz",
+                   "carriers", "total_blocks_size", "pagemap"):
+        check(needle in r.out, "--help does not mention %s" % needle, r.out)
+    check(all(len(l) <= 80 for l in r.out.splitlines()), "--help wider than 80 columns", r.out)
