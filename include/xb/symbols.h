@@ -44,6 +44,7 @@ struct xb_symbols {
 	/* Files are opened inside the target's root (xb/safefile.h): this
 	 * directory fd, and the maps whose lines name them (device, inode). */
 	int rootfd;
+	char root_prefix[1024]; /* the target's root as we see it ("" for ours) */
 	const struct xb_maps *maps;
 	uint64_t refused; /* files refused (not the mapped one, not regular, too big, ...) */
 	char refusal[256]; /* the first refusal, for -v */

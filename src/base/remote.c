@@ -19,6 +19,7 @@
  * this, so a stream of bad pointers cannot turn into a stream of
  * /proc reads. */
 #define MAPS_REFRESH_MIN_NS (20ull * 1000 * 1000)
+#define READ_PIECE (4u << 20)
 
 /* Field 22 of /proc/PID/stat (starttime), 0 if unreadable. */
 static uint64_t start_time(pid_t pid)
@@ -210,9 +211,26 @@ int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len)
 		return xb_fail("address 0x%llx+%zu is not mapped in process %d",
 			       (unsigned long long)addr, len, (int)r->pid);
 	}
-	struct iovec local = { buf, len };
-	struct iovec remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+	/* Large reads (a module's code, a symfile) go in pieces: one
+	 * process_vm_readv of 64 MiB takes tens of milliseconds, and ^C
+	 * (xb_interrupted) must be seen within 100 ms. */
+	ssize_t n = 0;
+	for (size_t done = 0; done < len;) {
+		if (done && xb_interrupted) {
+			r->failures++;
+			return xb_fail("interrupted");
+		}
+		size_t piece = len - done < READ_PIECE ? len - done : READ_PIECE;
+		struct iovec local = { (uint8_t *)buf + done, piece };
+		struct iovec remote = { (void *)(uintptr_t)(addr + done), piece };
+		ssize_t k = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+		if (k != (ssize_t)piece) {
+			n = k < 0 ? k : (ssize_t)done + k;
+			break;
+		}
+		done += piece;
+		n = (ssize_t)done;
+	}
 	if (n == (ssize_t)len) {
 		if (r->fault)
 			fault_apply(r, buf, len);

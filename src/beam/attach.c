@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,11 +291,22 @@ static void read_pix(struct xb_vm *vm)
  * "Ptrace access mode checking"): the target's real, effective and saved
  * uids and gids are the caller's real ones, and it is dumpable (its /proc
  * entries are owned by its user, not root). */
+/* Does this process hold any effective capability (file capabilities,
+ * or an ambient set)?  Without one the kernel's own checks apply. */
+static bool privileged(void)
+{
+	char *st = xb_slurp("/proc/self/status", NULL);
+	const char *p = st ? strstr(st, "\nCapEff:") : NULL;
+	bool any = p && strtoull(p + 8, NULL, 16) != 0;
+	free(st);
+	return any;
+}
+
 static int may_trace(struct xb_vm *vm)
 {
 	uid_t me = getuid();
 	gid_t mg = getgid();
-	if (me == 0)
+	if (me == 0 || !privileged())
 		return 0;
 	if (!vm->cred_ok)
 		return xb_fail("cannot read the credentials of process %d: %s", (int)vm->pid, xb_err());
@@ -306,8 +318,8 @@ static int may_trace(struct xb_vm *vm)
 	if (c->ruid != me || c->euid != me || c->suid != me || c->rgid != mg || c->egid != mg ||
 	    c->sgid != mg || !dumpable)
 		return xb_fail("refusing process %d: it runs as uid %u (gid %u)%s, and you (uid %u) may not "
-			       "trace it; this tool reads only processes of the user running it unless that "
-			       "user is root",
+			       "trace it; with file capabilities this tool reads only processes of the user "
+			       "running it (run it as root for others)",
 			       (int)vm->pid, (unsigned)c->euid, (unsigned)c->egid,
 			       dumpable ? "" : " and is not dumpable", (unsigned)me);
 	return 0;
@@ -320,12 +332,13 @@ static int attach(struct xb_vm *vm, pid_t pid)
 			       "`pgrep -a beam.smp`", (int)pid);
 	/* Pin the process first (pidfd): from here on, whatever we read of
 	 * PID is checked to have come from this very process. */
-	if (xb_remote_open(&vm->mem, pid) < 0) {
+	int ro = xb_remote_open(&vm->mem, pid);
+	vm->pinned = vm->mem.pidfd >= 0;
+	if (ro < 0) {
 		if (errno == EACCES || errno == EPERM)
 			return perm_error(pid, "the memory map");
 		return -1;
 	}
-	vm->pinned = true;
 	vm->cred_ok = xb_proc_cred(pid, &vm->cred) == 0;
 	if (may_trace(vm) < 0)
 		return -1;
@@ -401,7 +414,12 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	vm->mem.pidfd = -1;
 	int rc = attach(vm, pid);
 	/* The VM exiting at any moment of attaching ends it with one line
-	 * that says so (whatever read failed first), and so does ^C. */
+	 * that says so (whatever read failed first), and so does ^C.  A
+	 * process being killed loses its memory and /proc/PID/exe before its
+	 * last thread is gone (and its pidfd says so): on a failure, give it
+	 * a moment to finish dying. */
+	if (rc < 0 && vm->pinned && vm->mem.pidfd >= 0 && !xb_interrupted)
+		poll(&(struct pollfd){ .fd = vm->mem.pidfd, .events = POLLIN }, 1, 50);
 	if (vm->pinned && !xb_remote_alive(&vm->mem))
 		return xb_fail("the VM (PID %d) exited while attaching", (int)pid);
 	if (rc < 0 && xb_interrupted)

@@ -100,8 +100,14 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 		refuse(msg);
 		return -1;
 	}
+	/* maps names files as we see them: a target chrooted into a
+	 * directory we can reach has its root's path in front */
+	const char *inroot = modname;
+	size_t pl = strlen(cur->root_prefix);
+	if (pl && strncmp(modname, cur->root_prefix, pl) == 0 && modname[pl] == '/')
+		inroot = modname + pl;
 	struct stat st;
-	int fd = xb_safe_open(cur->rootfd, modname, MAX_ELF_BYTES, XB_SAFE_NOFOLLOW, &st);
+	int fd = xb_safe_open(cur->rootfd, inroot, MAX_ELF_BYTES, XB_SAFE_NOFOLLOW, &st);
 	if (fd < 0) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "symbols: %s", xb_err());
@@ -501,6 +507,12 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 	s->rootfd = xb_proc_root_open(pid);
 	if (s->rootfd < 0)
 		return -1;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
+	ssize_t rl = readlink(link, s->root_prefix, sizeof(s->root_prefix) - 1);
+	s->root_prefix[rl > 0 ? rl : 0] = 0;
+	if (strcmp(s->root_prefix, "/") == 0)
+		s->root_prefix[0] = 0;
 	s->dwfl = dwfl_begin(&callbacks);
 	if (!s->dwfl)
 		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));

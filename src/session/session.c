@@ -5,6 +5,7 @@
 #include "xb/common.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -178,7 +179,10 @@ static int start(struct xb_session *s, const struct xb_session_opts *o);
 int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 {
 	int rc = start(s, o);
-	/* The VM exiting while we start ends with one line that says so. */
+	/* The VM exiting while we start ends with one line that says so
+	 * (a dying process's threads take a moment to be gone). */
+	if (rc < 0 && s->vm.mem.pidfd >= 0 && !xb_interrupted)
+		poll(&(struct pollfd){ .fd = s->vm.mem.pidfd, .events = POLLIN }, 1, 50);
 	if (rc < 0 && !xb_remote_alive(&s->vm.mem)) {
 		s->vm_exited = true;
 		return xb_fail("the VM (PID %d) exited before sampling started", (int)s->vm.pid);

@@ -14,6 +14,7 @@
 #include "xb/vm.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,8 @@ int main(int argc, char **argv)
 	struct xb_codemap cm;
 	int rc = write_once(&vm, out, flags, &cm);
 	if (rc < 0) {
+		if (vm.mem.pidfd >= 0 && !xb_interrupted)
+			poll(&(struct pollfd){ .fd = vm.mem.pidfd, .events = POLLIN }, 1, 50);
 		if (!xb_remote_alive(&vm.mem))
 			xb_fail("the VM (PID %d) exited before its code tables were read", pid);
 		else if (xb_interrupted)
