@@ -430,7 +430,7 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 	uint64_t size;
 	TAKE(&size, 8);
 	if (size) {
-		if ((size_t)(end - p) < size + 8)
+		if (size > (size_t)(end - p) || (size_t)(end - p) - size < 8)
 			return -1;
 		const uint8_t *data = p;
 		p += size;
