@@ -90,6 +90,7 @@ struct xb_sampler {
 	 * changes whenever a slot's thread does, for index caches. */
 	uint64_t generation;
 	size_t nlive;
+	uint64_t opened;  /* threads opened since the start */
 	size_t free_hint; /* no free slot below this index */
 	/* Threads that could not be sampled (no fd left, locked-memory
 	 * limit, ...) at the last scan, and why: reported once by the tool. */

@@ -155,6 +155,7 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	s->free_hint = ix + 1;
 	s->generation++;
 	s->nlive++;
+	s->opened++;
 	struct xb_thread *t = &s->threads[ix];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;

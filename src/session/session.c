@@ -519,7 +519,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "innermost Erlang function only %llu (heap moved %llu, process switched out %llu, "
 			   "unreadable %llu, read too late %llu); "
 			   "no live read %llu; capture %s (faults %llu); drain loop %s; "
-			   "module changes since attaching %llu\n",
+			   "module changes since attaching %llu; threads: %llu opened, %zu live, %zu slots, "
+			   "%zu unsampled\n",
 			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
 			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
 			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
@@ -532,7 +533,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			(unsigned long long)pc[XB_PARTIAL_UNREADABLE], (unsigned long long)pc[XB_PARTIAL_STALE],
 			(unsigned long long)st->no_live_read, s->capture_name,
 			(unsigned long long)st->capture_faults, s->priority_name,
-			(unsigned long long)s->uw.modules_changed);
+			(unsigned long long)s->uw.modules_changed, (unsigned long long)s->smp.opened, s->smp.nlive,
+			s->smp.nthreads, s->smp.unsampled);
 	}
 	if (st->processed && partial * 10 > st->processed)
 		fprintf(f, "erlang-sample: note: %.0f%% of the samples name only their innermost Erlang "
