@@ -487,12 +487,26 @@ def test_idle_pstack(target):
     promptly; --idle-scheduler-stacks shows where they wait."""
     with VM(target, schedulers=2) as vm:
         time.sleep(0.5)
-        t0 = time.monotonic()
-        r = sample(vm, "--pstack", timeout=20)
-        took = time.monotonic() - t0
-        check(took < 4.0, "--pstack on an idle VM took %.1f s" % took)
-        idle = re.findall(r"^scheduler (\d+) \(tid \d+\): idle(?: \(in scheduler code, no process\))?$", r.out, re.M)
-        check(sorted(idle) == ["1", "2"], "expected schedulers 1 and 2 idle", r.out)
+        # "Idle" is the VM's business: its own processes (logger_sup
+        # hibernating, timers) run now and then, and on a loaded machine a
+        # snapshot can catch one.  A scheduler running a system process is
+        # not a failure; both idle must be seen within a few snapshots.
+        outs = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            r = sample(vm, "--pstack", timeout=20)
+            took = time.monotonic() - t0
+            check(took < 4.0, "--pstack on an idle VM took %.1f s" % took)
+            outs.append(r.out)
+            idle = re.findall(r"^scheduler (\d+) \(tid \d+\): idle(?: \(in scheduler code, no process\))?$",
+                              r.out, re.M)
+            if sorted(idle) == ["1", "2"]:
+                break
+        check(sorted(idle) == ["1", "2"], "expected schedulers 1 and 2 idle in one of %d snapshots" % len(outs),
+              "\n---\n".join(outs))
+        if len(outs) > 1:
+            log("both idle in snapshot %d; before: %s" % (len(outs), " | ".join(
+                l for o in outs[:-1] for l in o.splitlines() if l.startswith("scheduler") and "idle" not in l)))
         r2 = sample(vm, "--pstack", "--idle-scheduler-stacks", timeout=20)
         blocks = [b for b in re.split(r"(?m)^(?=scheduler )", r2.out) if b.startswith("scheduler")]
         check(blocks and all(re.search(r"^\s+#0\s+0x[0-9a-f]+ \S+", b, re.M) for b in blocks),
@@ -511,7 +525,18 @@ def test_vm_killed_midrun(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         time.sleep(0.5)
-        p = spawn_tool(TOOL, "-d", "60", str(vm.pid))
+        # Kill it once sampling runs (-v says so before the loop), not
+        # while we attach: that case is test_hostile's
+        # test_vm_exits_during_attach.  On a loaded machine attaching can
+        # take longer than any fixed delay.
+        p = spawn_tool(TOOL, "-v", "-d", "60", str(vm.pid))
+        first = ""
+        for _ in range(50):  # notes may come first
+            line = p.stderr.readline().decode()
+            first += line
+            if not line or (line.startswith("erlang-sample ") and "threads" in line):
+                break
+        check("threads;" in first, "no -v line before sampling started: %r" % first)
         time.sleep(2.0)
         vm.kill()
         try:
@@ -519,7 +544,7 @@ def test_vm_killed_midrun(target):
         except subprocess.TimeoutExpired:
             p.kill()
             check(False, "erlang-sample did not stop within 10 s of the VM's death")
-        out, err = out.decode(), err.decode()
+        out, err = out.decode(), first + err.decode()
         check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
         processed, received, rows = parse_table(out)
         check(processed > 100 and rows, "nothing gathered before the VM died", out)
