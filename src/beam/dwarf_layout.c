@@ -182,7 +182,7 @@ int xb_dwarf_layout(Dwarf *dw, int64_t off[XB_F_COUNT])
 
 	Dwarf_Off cu = 0, next;
 	size_t hsize;
-	while (found < XB_F_COUNT && dwarf_nextcu(dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
+	while (found < XB_F_COUNT && !xb_interrupted && dwarf_nextcu(dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cudie, d;
 		if (!dwarf_offdie(dw, cu + hsize, &cudie) || dwarf_child(&cudie, &d) != 0) {
 			cu = next;

@@ -17,6 +17,9 @@
  * heap must not become a huge read.  1 MiB is 128 Ki words: 128 frames of
  * up to 1,000 live terms each (the compiler's y registers per frame). */
 #define MAX_WALK_BYTES (1u << 20)
+/* --pstack keeps every code map version its frames point into until it
+ * prints: at most this many. */
+#define MAX_RETIRED_MAPS 16
 
 void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
 		    unsigned max_depth)
@@ -38,6 +41,14 @@ void xb_estate_refresh_code(struct xb_estate *st, bool force)
 	st->last_refresh_ns = now;
 	if (!force && xb_codemap_stale(st->vm, st->cm) != 1)
 		return;
+	if (st->keep_old_maps && st->nretired >= MAX_RETIRED_MAPS) {
+		/* a VM loading code all the time: names of newer code wait
+		 * rather than memory growing with every version */
+		xb_overrun(XB_OVR_CODEMAP_KEPT, "%zu code map versions kept for --pstack; no more rebuilds",
+			   st->nretired);
+		st->refresh_wanted = false;
+		return;
+	}
 	struct xb_codemap next;
 	st->refresh_wanted = false;
 	if (xb_codemap_build(st->vm, &next, st->flags) < 0)
