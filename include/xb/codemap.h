@@ -70,7 +70,7 @@ struct xb_codemap {
 	size_t line_bytes; /* --lines: memory of the line tables read so far */
 };
 
-#define XB_CODEMAP_MAX_ENTRIES (1u << 20)      /* a large system has ~200,000 functions */
+#define XB_CODEMAP_MAX_ENTRIES (1u << 19)      /* a large system has ~200,000 functions */
 #define XB_CODEMAP_MAX_NAME_BYTES (64u << 20)
 #define XB_CODEMAP_MAX_READ (256ull << 20)     /* symfiles or module code read per build */
 #define XB_CODEMAP_MAX_JIT_CHAIN (1u << 20)    /* registrations (every module load adds one) */

@@ -342,6 +342,8 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 		}
 	}
 	free(buf);
+	if (xb_interrupted)
+		return xb_fail("interrupted"); /* not worth sorting */
 	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
 		xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &cm->normal_exit);
 	xb_codemap_finish(cm);
@@ -532,6 +534,8 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 		}
 	}
 	free(tab);
+	if (xb_interrupted)
+		return xb_fail("interrupted"); /* not worth sorting */
 	if (vm->sym.normal_exit_ptr)
 		xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &cm->normal_exit);
 	xb_codemap_finish(cm);
@@ -544,6 +548,8 @@ int xb_codemap_build(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	memset(cm, 0, sizeof(*cm));
 	cm->gen = ++generation;
 	int r = vm->flavor == XB_FLAVOR_JIT ? build_jit(vm, cm, flags) : build_emu(vm, cm);
+	if (r == 0 && xb_interrupted)
+		r = xb_fail("interrupted");
 	if (r == 0 && cm->nlmods)
 		qsort(cm->lmods, cm->nlmods, sizeof(*cm->lmods), cmp_linemod);
 	if (r < 0) {

@@ -31,9 +31,20 @@
 #define MAX_OUTPUTS 6
 
 static volatile sig_atomic_t stop_requested;
+/* Set once the outputs are open: from then on ^C ends the run and the
+ * results are written.  Before (attaching, reading the code tables,
+ * loading the BPF program) nothing is worth keeping and no file exists:
+ * ^C ends the tool at once, with one line. */
+static volatile sig_atomic_t graceful;
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (!graceful) {
+		static const char msg[] = PROG ": interrupted; nothing written\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(130);
+	}
 	stop_requested = 1;
 	xb_interrupted = 1; /* long reads of the VM's tables stop too */
 }
@@ -314,6 +325,24 @@ static void abort_outputs(struct output *outs, size_t n)
 			xb_outfile_abort(&outs[i].of);
 }
 
+/* Outputs are opened once the VM is attached and sampling can start (bad
+ * input never leaves a file behind) and each is written in full before it
+ * replaces anything.  From here on ^C writes the results. */
+static int open_outputs(struct output *outs, size_t nouts)
+{
+	graceful = 1;
+	for (size_t i = 0; i < nouts; i++) {
+		if (!outs[i].path)
+			continue;
+		if (xb_outfile_open(&outs[i].of, outs[i].path, 0644, 0) < 0) {
+			abort_outputs(outs, i);
+			return -1;
+		}
+		outs[i].f = outs[i].of.f;
+	}
+	return 0;
+}
+
 /* Write every result in full, then put them in place; -1 on the first error. */
 static int commit_outputs(struct output *outs, size_t n)
 {
@@ -389,8 +418,8 @@ int main(int argc, char **argv)
 	o.s.realtime = !o.no_realtime;
 
 	/* ^C and SIGTERM are honoured from here on: while attaching and
-	 * starting they end the tool with one line (and no file written);
-	 * while sampling they end the run, and the results are written. */
+	 * starting they end the tool at once with one line (no file exists
+	 * yet); while sampling they end the run, and the results are written. */
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -406,20 +435,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Outputs are opened once the VM is attached (bad input never leaves
-	 * a file behind) and each is written in full before it replaces
-	 * anything. */
-	for (size_t i = 0; i < nouts; i++) {
-		if (!outs[i].path)
-			continue;
-		if (xb_outfile_open(&outs[i].of, outs[i].path, 0644, 0) < 0) {
-			abort_outputs(outs, i);
-			return fail(&s, 1);
-		}
-		outs[i].f = outs[i].of.f;
-	}
 	int rc = 0;
 	if (o.check) {
+		if (open_outputs(outs, nouts) < 0)
+			return fail(&s, 1);
 		rc = xb_check(&s.vm, outs[0].f) ? 1 : 0;
 		xb_overruns_report(stderr, PROG);
 		goto write;
@@ -444,6 +463,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (open_outputs(outs, nouts) < 0)
+		return fail(&s, 1);
 	static char title[256]; /* the sinks keep it until they write */
 	if (o.live)
 		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
@@ -487,10 +508,6 @@ int main(int argc, char **argv)
 			s.smp.nthreads, s.cm.n, s.capture_name, s.capture_why ? s.capture_why : "in use",
 			s.priority_name);
 
-	if (xb_interrupted) {
-		xb_fail("interrupted before sampling started");
-		goto failed;
-	}
 	if (xb_session_run(&s, o.pstack ? o.pstack_wait : o.duration, &stop_requested) < 0)
 		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
 	/* Signals from here on end the program the usual way. */

@@ -22,9 +22,19 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop;
+/* Set once the first map is about to be written: from then on ^C stops
+ * --watch after the current rewrite (exit 0).  Before, nothing is worth
+ * keeping and no file exists: ^C ends the tool at once, with one line. */
+static volatile sig_atomic_t graceful;
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (!graceful) {
+		static const char msg[] = "erlang-write-perf-map: interrupted; nothing written\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(130);
+	}
 	stop = 1;
 	xb_interrupted = 1; /* a code map rebuild in progress stops too */
 }
@@ -217,6 +227,7 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 {
 	if (xb_codemap_build(vm, cm, flags) < 0)
 		return -1;
+	graceful = 1;
 	int rc;
 	if (strcmp(out, "-") == 0) {
 		rc = xb_perfmap_print(cm, stdout);
