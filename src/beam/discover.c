@@ -23,7 +23,7 @@
 /* Reads of the target one discovery may make: candidates are checked by
  * following pointers, and a hostile (or corrupt) data segment must not
  * turn that into minutes of reads.  A real OTP 29 beam needs ~10,000. */
-#define MAX_DISCOVERY_READS 2000000u
+#define MAX_DISCOVERY_READS 500000u
 #define MAX_JIT_CHAIN 100000         /* links followed per candidate descriptor */
 
 static uint64_t reads_at_start;

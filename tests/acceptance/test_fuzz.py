@@ -4,7 +4,7 @@ the DWARF layout reader, perf map escaping and the text parsers (perf maps,
 /proc/PID/maps, perf script).  tests/fuzz/build.sh builds them with clang,
 ASan and UBSan into build-fuzz/; each runs from its seed corpus
 (tests/fuzz/corpus/TARGET, written by tests/fuzz/seeds.c) for a while:
-13 s each in the default suite (65 s in all), 120 s each in the `fuzz`
+12 s each in the default suite (60 s in all), 120 s each in the `fuzz`
 suite.  A crash, a sanitizer report, a leak, a timeout (5 s per input) or
 an out-of-memory (2 GB) fails the test; the input is kept under
 tests/out/fuzz/ to reproduce it (build-fuzz/tests/fuzz/TARGET FILE).
@@ -60,7 +60,7 @@ def run_all(seconds):
 
 @timeout(1100)
 def test_fuzz_short():
-    run_all(13)
+    run_all(12)
 
 
 @suite("fuzz")

@@ -353,6 +353,27 @@ def test_synthetic_huge_module_table():
           "\n".join(r.err for _, r, _ in res))
 
 
+def test_synthetic_discovery_worst_case():
+    """A stripped-looking JIT VM whose data is full of candidates for the
+    JIT descriptor, each with a 100,000-link chain: discovery gives up
+    within its budget, says so, and the tools end with one line."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"), emu=True)
+    with Fixture(exe, "discover") as fx:
+        for name, args in all_tools(fx.pid):
+            r, rss = measured(name, *(["-v"] + args), timeout=60)
+            what = "%s %s (discovery's worst case)" % (name, args[0])
+            check(not r.timed_out and r.elapsed < 10, "%s: took %.1f s" % (what, r.elapsed), r.describe())
+            check(rss < 200 * 1024, "%s: RSS %d KB" % (what, rss), r.describe())
+            check("limit: discovery effort" in r.err, "%s: the discovery budget was not reported (-v)" % what,
+                  r.describe())
+            if name == PERFMAP:  # and without -v: one line
+                r2, _ = measured(name, *args, timeout=60)
+                one_line_failure(r2, 0, what, limit_s=10)
+        log("discovery's worst case: %s; %s %.1f s, %d MB" % (
+            [l for l in r.err.splitlines() if "discovery effort" in l][0], name, r.elapsed, rss // 1024))
+
+
 def test_synthetic_random_reads():
     """Random bytes in every read of the VM's memory: no crash, no hang,
     no frame that is not the VM's."""

@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 
-from xbtest import VM, check, log, per_vm, run_cmd, skip, timeout, tool_path
+from xbtest import VM, check, log, per_vm, run_cmd, skip, suite, timeout, tool_path
 
 WINDOW = 2.0
 ROUNDS = 5
@@ -83,9 +83,21 @@ def run_for(seconds, argv):
     return runs
 
 
-@per_vm(only=["stock", "otp25-emu-dwarf"])
+@per_vm(only=["stock"])
 @timeout(400)
 def test_tools_do_not_pause_the_vm(target):
+    nopause(target)
+
+
+@per_vm(only=["otp25-emu-dwarf", "otp29-jit"])
+@suite("matrix")
+@timeout(400)
+def test_tools_do_not_pause_the_vm_matrix(target):
+    """The same on the interpreter and on OTP 29 (a minute each: matrix only)."""
+    nopause(target)
+
+
+def nopause(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")  # a busy VM: the tools have work to do
         vm.eval("xb_jitter:start(1)")
