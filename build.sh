@@ -2,8 +2,18 @@
 # build.sh - install build dependencies (Debian packages) and build.
 # Usage: ./build.sh [meson setup options...]
 #   XB_SANITIZE=1 ./build.sh   builds with ASan/UBSan into build-asan/
+#
+# Exit status non-zero when anything fails: a missing package, meson, ninja
+# (a compile error), or any binary of OUTPUTS missing or older than the
+# sources afterwards (so a failed build can never leave the previous
+# binaries looking current).
 set -eu
 cd "$(dirname "$0")"
+
+# Every binary this build must produce (relative to the build directory).
+# tests/lib/xbtest.py (BUILD_OUTPUTS) checks the same list for staleness.
+OUTPUTS="erlang-sample erlang-write-perf-map erlang-heapsample xb-gen-release events_only format_bench
+	tests/unit/test_unit tests/tools/bpf_capture_check tests/tools/xb-format-writer"
 
 need=""
 for p in gcc clang libbpf-dev python3 libdw-dev libelf-dev libdebuginfod-dev meson ninja-build pkg-config libprotobuf-c-dev protobuf-c-compiler zlib1g-dev; do
@@ -27,8 +37,33 @@ if [ "${XB_SANITIZE:-0}" = 1 ]; then
 	extra="-Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all"
 fi
 if [ ! -f "$dir/build.ninja" ]; then
-	meson setup "$dir" --werror $extra "$@" >/dev/null
+	if ! meson setup "$dir" --werror $extra "$@" >"$dir.setup.log" 2>&1; then
+		cat "$dir.setup.log" >&2
+		echo "build.sh: meson setup $dir failed (log above)" >&2
+		exit 1
+	fi
+	rm -f "$dir.setup.log"
 fi
-ninja -C "$dir" | grep -v "^\[" || true
-test -x "$dir/erlang-write-perf-map"
-echo "build.sh: built $dir/erlang-sample $dir/erlang-write-perf-map" >&2
+# No pipe: ninja's own exit status decides.  Its progress lines ("[3/40]
+# Compiling ...") are dropped from the log shown; errors are kept.
+log="$dir/build.sh.log"
+if ! ninja -C "$dir" >"$log" 2>&1; then
+	grep -v '^\[' "$log" >&2 || true
+	echo "build.sh: ninja -C $dir FAILED (full log: $log); the binaries in $dir are not current" >&2
+	exit 1
+fi
+grep -v '^\[' "$log" | grep -v '^ninja: \(Entering\|no work\)' >&2 || true
+
+# Every output exists and is executable, and ninja has nothing left to do
+# (its dependency tracking, headers included, is what decides "current").
+bad=""
+for o in $OUTPUTS; do
+	[ -x "$dir/$o" ] || bad="$bad $dir/$o(missing)"
+done
+left=$(ninja -C "$dir" -n 2>&1 | grep '^\[' | head -n 3 || true)
+[ -z "$left" ] || bad="$bad (ninja still has work: $left)"
+if [ -n "$bad" ]; then
+	echo "build.sh: build of $dir incomplete:$bad" >&2
+	exit 1
+fi
+echo "build.sh: built $(for o in $OUTPUTS; do printf '%s ' "$dir/$o"; done)" >&2

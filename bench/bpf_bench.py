@@ -103,9 +103,10 @@ def main():
                     p = subprocess.run(pin + [check] + mode + ["-F", str(a.freq), "-d", str(W), str(vm.pid)],
                                        capture_output=True, text=True)
                     m = re.search(r"received (\d+) samples in ([0-9.]+) s", p.stdout)
-                    if not m:
-                        print("bpf_bench: bpf_capture_check %s failed:\n%s%s" % (mode[0], p.stdout, p.stderr))
-                        return 0
+                    if p.returncode != 0 or not m:
+                        print("bpf_bench: bpf_capture_check %s failed (exit %d):\n%s%s"
+                              % (mode[0], p.returncode, p.stdout, p.stderr))
+                        return 1
                     received[kind] += int(m.group(1))
                     sampled_s[kind] = float(m.group(2))
                 c1, s1, t1 = state()

@@ -11,8 +11,9 @@ in the same loop so that machine noise hits all alike,
     cat /proc/PID/maps                     (baseline: reading the VM's maps)
 RUNS times each (after 2 warm-up rounds), and print median and p90 wall time
 in ms, median / target (200 ms), and median / baseline.  Prints PASS when the
-tool's p90 is within the target, FAIL otherwise; exits 0 either way (it is a
-measurement, not a test).  Python 3 standard library only.
+tool's p90 is within the target, FAIL otherwise (a measurement: exit 0 either
+way).  Exits 1 when the tool (or a VM) fails, a VM asked for with --vm is not
+built, or nothing was measured.  Python 3 standard library only.
 """
 
 import argparse
@@ -71,6 +72,8 @@ def bench_vm(target, runs, target_ms):
                     times[k].append(dt)
         with open(out) as f:
             entries = sum(1 for _ in f)
+        if entries < 1000:
+            raise RuntimeError("the map has only %d entries" % entries)
     print("VM %s (OTP %s, %s, %s): pid %d, {modules in kernel+stdlib+compiler, not loadable, "
           "loaded modules} = %s; map: %d entries" % (target.name, target.otp_version,
                                                      target.flavor, target.debug, vm.pid, info,
@@ -100,17 +103,23 @@ def main():
     args = ap.parse_args()
     names = args.vm or ["stock", "otp25-emu-dwarf"]
     results = []
+    errors = 0
     for n in names:
         t = xbtest.load_target(n)
         if not t.present:
             print("VM %s: skipped (%s)" % (n, t.missing))
+            errors += bool(args.vm)  # asked for by name: an error
             continue
         try:
             results.append((n, bench_vm(t, args.runs, args.target_ms)))
-        except Exception as e:  # a measurement: report and go on
+        except Exception as e:  # report, go on, and exit 1 at the end
             print("VM %s: error: %s" % (n, e))
-            results.append((n, False))
+            errors += 1
     print("overall: %s" % ("PASS" if results and all(ok for _, ok in results) else "FAIL"))
+    if errors or not results:
+        print("perfmap_bench: %d error(s)%s: exit 1" % (errors, "" if results else
+                                                        ", nothing measured"))
+        return 1
     return 0
 
 

@@ -99,7 +99,7 @@ def main():
     events_only = os.path.join(os.path.dirname(tool), "events_only")
     if not os.path.exists(events_only):
         print("sample_bench: %s is missing; run ./build.sh" % events_only)
-        return 0
+        return 1
     rng = random.Random(a.seed)
     W = a.window_seconds
     target = xbtest.stock_target()
@@ -150,9 +150,10 @@ def main():
                     c = re.search(r"cpu: ([0-9.]+) s before sampling, ([0-9.]+) s while sampling", p.stderr)
                     e = re.search(r": ([0-9.]+) s; received", p.stderr)
                     ev = re.search(r"event (\S+) at", p.stderr)
-                    if not (m and c and e):
-                        print("sample_bench: erlang-sample printed no statistics:\n" + p.stderr)
-                        return 0
+                    if p.returncode != 0 or not (m and c and e):
+                        print("sample_bench: erlang-sample failed (exit %d) or printed no "
+                              "statistics:\n%s" % (p.returncode, p.stderr))
+                        return 1
                     processed_total += int(m.group(1))
                     received_total += int(m.group(2))
                     cpu_startup += float(c.group(1))
@@ -166,16 +167,17 @@ def main():
                                        capture_output=True, text=True)
                     if p.returncode != 0:
                         print("sample_bench: perf record failed:\n" + p.stderr)
-                        return 0
+                        return 1
                 else:
                     floor = ["--floor"] if kind.startswith("floor") else []
                     hz = rate_of.get(kind, a.freq)
                     p = subprocess.run(pin + [events_only] + floor + ["-F", str(hz), "-d", str(W), str(vm.pid)],
                                        capture_output=True, text=True)
                     m = re.match(r"received (\d+) samples in ([0-9.]+) s", p.stdout)
-                    if not m:
-                        print("sample_bench: events_only failed:\n" + p.stderr)
-                        return 0
+                    if p.returncode != 0 or not m:
+                        print("sample_bench: events_only failed (exit %d):\n%s"
+                              % (p.returncode, p.stderr))
+                        return 1
                     if kind == "events-only":
                         events_received += int(m.group(1))
                     sampled_s[kind] = float(m.group(2))
@@ -183,11 +185,18 @@ def main():
                 if kind.startswith("perf"):
                     # Outside the window: how long perf really sampled.
                     sampled_s[kind] = perf_span(perf, perf_data)
+                    if not sampled_s[kind]:
+                        print("sample_bench: perf record wrote no samples")
+                        return 1
                 rate[kind] = (c1 - c0) / (s1 - s0)
                 window_s[kind] = t1 - t0
             for kind in loss:
                 frac = min(1.0, sampled_s[kind] / window_s[kind])
                 loss[kind].append((1.0 - rate[kind] / rate["unsampled"]) / frac)
+    if not processed_total or not events_received:
+        print("sample_bench: no samples (erlang-sample processed %d, events_only received %d)"
+              % (processed_total, events_received))
+        return 1
     med = {k: statistics.median(v) for k, v in loss.items()}
     ci = {k: ci95(v, rng) for k, v in loss.items()}
     own = [x - y for x, y in zip(loss["erlang-sample"], loss["events-only"])]

@@ -13,18 +13,31 @@
 # processes' memory).  Steps:
 #   1. apt-get install the packages below that are missing (apt-get update
 #      first, only if something is missing)
-#   2. ./build.sh
+#   2. ./build.sh, and for the default suite XB_SANITIZE=1 ./build.sh
 #   3. tests/build-vms.sh default   (cached under /var/cache/extrospect-beam)
-#   4. python3 tests/run.py --suite default   (last line: "N passed, N failed, N skipped")
+#   4. default suite only: tests/mutation-check.sh (< 1 min: the suite must
+#      fail on a compile error and on three deliberately broken tools);
+#      XB_NO_MUTATION=1 leaves it out; a failure is counted in the summary
+#   5. python3 tests/run.py --strict --suite default --asan
+#      (last line: "N passed, N failed, N skipped"); --strict: a skip without a
+#      documented, target-specific reason, a target that is not built, or a
+#      run with nothing in it is a failure
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What the independent checks need, not only the build: linux-perf (perf
+# record sees the split workload's ratio: test_split_ratio_seen_by_perf),
+# strace (no ptrace, no /proc/PID/mem), binutils (objcopy makes .symtab-only
+# and stripped beams), util-linux (setpriv: unprivileged runs), libcap2-bin
+# (capsh), erlang-dev (erl_nif.h for the NIF workload), git (mutation check).
 PKGS=(python3 erlang-base erlang-dev libdw-dev libelf-dev meson ninja-build pkg-config gcc
       clang libbpf-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
       # the output formats' real consumers (tests/acceptance/test_formats.py)
       golang-go chromium chromium-driver python3-selenium python3-jsonschema
       # names, lines, live view, package (issue 14)
-      elixir tmux linux-perf debuginfod libdebuginfod-dev debootstrap dpkg-dev)
+      elixir tmux linux-perf debuginfod libdebuginfod-dev debootstrap dpkg-dev
+      # independent checks (issue 15)
+      strace binutils util-linux libcap2-bin git)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,13 +59,36 @@ if [[ ${1:-} == --suite ]]; then
     shift 2
 fi
 case $suite in
-    default) extra=(--asan) ;;
-    matrix) extra=(--table) ;;
-    package) extra=() ;;
+    default) extra=(--strict --asan) ;;
+    matrix) extra=(--strict --table) ;;
+    package) extra=(--strict) ;;
     *) echo "run-all.sh: --suite is default, matrix or package, not '$suite'" >&2; exit 2 ;;
 esac
 
 ./build.sh
-[[ $suite == default ]] && XB_SANITIZE=1 ./build.sh   # the suite runs again under ASan/UBSan
+if [[ $suite == default ]]; then
+    XB_SANITIZE=1 ./build.sh   # the suite runs again under ASan/UBSan
+fi
 [[ $suite == package ]] || tests/build-vms.sh "$suite"   # package: the stock VM only
-exec /usr/bin/python3 tests/run.py --suite "$suite" "${extra[@]}" "$@"
+
+mutation_failed=0
+if [[ $suite == default && ${XB_NO_MUTATION:-0} != 1 && $# -eq 0 ]]; then
+    tests/mutation-check.sh >&2 || mutation_failed=1
+fi
+if [[ $mutation_failed == 0 ]]; then
+    exec /usr/bin/python3 tests/run.py --suite "$suite" "${extra[@]}" "$@"
+fi
+# The mutation check failed: run the suite anyway, then count that as one
+# more failure in the summary line, which stays the last line (.ci/run).
+echo "run-all.sh: tests/mutation-check.sh FAILED: the suite does not catch a broken tool" >&2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+/usr/bin/python3 tests/run.py --suite "$suite" "${extra[@]}" "$@" | tee "$log" | sed '$d'
+summary=$(tail -n 1 "$log")
+if [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+    summary="${BASH_REMATCH[1]} passed, $((BASH_REMATCH[2] + 1)) failed, ${BASH_REMATCH[3]} skipped"
+else
+    summary="0 passed, 1 failed, 0 skipped"
+fi
+echo "$summary"
+exit 1

@@ -3,6 +3,7 @@
 
     python3 tests/run.py [--suite default|matrix|package|soak|fuzz] [-k SUBSTR] [--vm NAME]...
                          [--timeout SECONDS] [--table] [--no-unit] [--list]
+                         [--asan] [--strict]
 
 Suites (which VM targets the per-VM tests run against):
     default   stock (Debian's /usr/bin/erl), otp25-emu-dwarf, otp25-jit-dwarf
@@ -19,11 +20,28 @@ Suites (which VM targets the per-VM tests run against):
               targets, 120 s each) and fault injection, default targets.
 --vm NAME (repeatable) restricts the targets to those named.
 -k SUBSTR runs only the tests whose id (e.g. "test_perfmap.test_watch[stock]"
-or "unit.atom_quote_plain") contains SUBSTR.
+or "unit.atom_quote_plain") contains SUBSTR; repeated, those matching any.
 
 Every test runs in a forked process of its own (own process group) with a
 time limit (--timeout, default 120 s; @xbtest.timeout overrides); a test that
 hangs is killed and reported as FAIL, and every VM it started is killed.
+
+Always failures (exit 2 before anything runs, with the summary line): an
+unknown --vm name, a -k that selects nothing, build/ (or build-asan/ with
+--asan) not built or older than its sources (tests/lib/xbtest.py
+build_problem: "run ./build.sh").  A run in which no test passed fails.
+
+--strict (run-all.sh uses it): a skip is a FAIL unless raised with
+xbtest.skip_because(KEY, target) for a documented reason (xbtest.SKIP_REASONS,
+tests/README.md) that applies to the target and is acceptable in CI; a target
+that is not built is a FAIL; so is a test that no target of the suite runs.
+
+--asan: afterwards, the unit tests, every test without a target and every
+test on the targets in ASAN_TARGETS run again with build-asan/ (ids get
+@asan); wall-clock limits are scaled (xbtest.time_scale) and time limits
+doubled.  Under every run, each test's tools write sanitizer reports to a
+directory of the test (ASAN_OPTIONS/UBSAN_OPTIONS log_path), and any report
+there fails the test, also from tools started in the background.
 
 Output: one line per result:
     PASS name[vm] (1.2s)
@@ -52,11 +70,15 @@ sys.path.insert(0, os.path.join(HERE, "lib"))
 import xbtest  # noqa: E402
 
 ACCEPTANCE = os.path.join(HERE, "acceptance")
+# Targets whose tests run again under ASan/UBSan with --asan: the stock JIT
+# and the interpreter (its own stack-walking code paths).
+ASAN_TARGETS = ("stock", "otp25-emu-dwarf")
 
 
 class Item:
     def __init__(self, tid, fn=None, target=None, skip=None, timeout=None):
         self.id, self.fn, self.target, self.skip, self.timeout = tid, fn, target, skip, timeout
+        self.fail = None     # reported as FAIL without running (strict mode)
 
 
 class Counts:
@@ -108,7 +130,7 @@ def describe_spec(spec):
     return ", ".join("%s=%s" % (k, v) for k, v in spec.items() if v is not None) or "any"
 
 
-def collect(mods, targets, default_timeout, suite="default"):
+def collect(mods, targets, default_timeout, suite="default", unmatched_fails=False):
     items = []
     for mod in mods:
         fns = [(name, fn) for name, fn in vars(mod).items()
@@ -126,8 +148,13 @@ def collect(mods, targets, default_timeout, suite="default"):
                 continue
             matched = [t for t in targets if xbtest.target_matches(t, spec)]
             if not matched:
-                items.append(Item(base, None, None,
-                                  "no selected VM matches (%s)" % describe_spec(spec), tmo))
+                why = "no selected VM matches (%s)" % describe_spec(spec)
+                if unmatched_fails:
+                    it = Item(base, None, None, None, tmo)
+                    it.fail = why + ": no target of this suite runs this test"
+                    items.append(it)
+                else:
+                    items.append(Item(base, None, None, why, tmo))
             for t in matched:
                 tid = "%s[%s]" % (base, t.name)
                 items.append(Item(tid, fn, t, None if t.present else t.missing, tmo))
@@ -145,12 +172,26 @@ def _term(signum, frame):
     raise xbtest.TestTimeout()
 
 
-def child_run(item, wfd):
+def sanitizer_env(san_dir):
+    """Sanitizer options for the test's process (inherited by every tool it
+    runs): reports go to files in san_dir, which the harness checks."""
+    os.makedirs(san_dir, exist_ok=True)
+    log = os.path.join(san_dir, "report")
+    def add(var, extra):
+        cur = os.environ.get(var, "")
+        os.environ[var] = (cur + ":" if cur else "") + extra
+    add("ASAN_OPTIONS", "log_path=%s:abort_on_error=0" % log)
+    add("UBSAN_OPTIONS", "log_path=%s:halt_on_error=1:print_stacktrace=1" % log)
+    os.environ["XB_SAN_DIR"] = san_dir
+
+
+def child_run(item, wfd, strict=False):
     os.setpgid(0, 0)
     xbtest._current["runner"] = True
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _alarm)
     signal.signal(signal.SIGTERM, _term)
+    sanitizer_env(os.path.join(xbtest.tmpdir(), "sanitizer"))
     res = {"status": "PASS"}
     t0 = time.monotonic()
     try:
@@ -160,10 +201,16 @@ def child_run(item, wfd):
                 item.fn(item.target)
             else:
                 item.fn()
+            xbtest._post_test_checks()
         finally:
             signal.alarm(0)
     except xbtest.Skip as e:
         res = {"status": "SKIP", "reason": str(e)}
+        if strict and not xbtest.skip_ok_in_strict(e):
+            res = {"status": "FAIL",
+                   "reason": "skipped, which --strict does not accept (%s): %s" % (
+                       "undocumented reason: use xbtest.skip_because()" if not e.key else
+                       "reason %r is not acceptable in CI" % e.key, e)}
     except xbtest.TestTimeout:
         res = {"status": "FAIL", "reason": "timed out after %ss" % item.timeout,
                "detail": where(sys.exc_info()[2])}
@@ -209,7 +256,7 @@ def where(tb):
     return ""
 
 
-def run_item(item, run_dir):
+def run_item(item, run_dir, strict=False):
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
@@ -218,7 +265,7 @@ def run_item(item, run_dir):
         os.close(r)
         code = 0
         try:
-            child_run(item, w)
+            child_run(item, w, strict)
         except BaseException:
             code = 1
         finally:
@@ -266,10 +313,25 @@ def run_item(item, run_dir):
 # ---------------------------------------------------------------------------
 # C unit tests
 
-def run_unit(ksub, counts, suffix=""):
+def unit_case_ids():
+    """unit.NAME of every case tests/unit/test_unit.c runs (its run_case
+    calls), for -k before anything runs."""
+    try:
+        with open(os.path.join(HERE, "unit", "test_unit.c")) as f:
+            src = f.read()
+    except OSError:
+        return ["unit"]
+    import re
+    return ["unit"] + ["unit." + n for n in re.findall(r'run_case\("([^"]+)"', src)]
+
+
+def run_unit(ksubs, counts, suffix=""):
+    """ksubs: None (all cases) or the -k substrings (cases matching any)."""
+    def sel(tid):
+        return not ksubs or any(k in tid for k in ksubs)
     path = os.path.join(xbtest.build_dir(), "tests", "unit", "test_unit")
     if not os.access(path, os.X_OK):
-        if not ksub or ksub in "unit":
+        if not ksubs or any(k in "unit" for k in ksubs):
             emit("FAIL", "unit", "%s not built (run ./build.sh)" % path)
             counts.add("FAIL")
         return
@@ -301,7 +363,7 @@ def run_unit(ksub, counts, suffix=""):
     n_fail = 0
     for status, name, why, extra in cases:
         tid = "unit.%s%s" % (name, suffix)
-        if ksub and ksub not in tid:
+        if not sel(tid):
             continue
         if status == "PASS":
             emit("PASS", tid, elapsed=0.0)
@@ -309,7 +371,7 @@ def run_unit(ksub, counts, suffix=""):
             n_fail += 1
             emit("FAIL", tid, why, detail="\n".join(extra) or None)
         counts.add(status)
-    if ksub and ksub not in "unit" and not any(ksub in "unit." + c[1] for c in cases):
+    if ksubs and not any(k in "unit" for k in ksubs) and not any(sel("unit." + c[1]) for c in cases):
         return
     bad = r.timed_out or r.rc is None or r.rc < 0 or (r.rc != 0 and not any(
         c[0] == "FAIL" for c in cases)) or not cases
@@ -342,23 +404,61 @@ def print_table(targets, counts):
     print("", flush=True)
 
 
+def refuse(msg, code=2):
+    """A run that cannot be meaningful: say why, and end with the summary
+    line (.ci/run reads the last line) counting it as one failure."""
+    print("run.py: " + msg, flush=True)
+    print("0 passed, 1 failed, 0 skipped", flush=True)
+    return code
+
+
+def run_and_emit(item, run_dir, counts, strict):
+    tname = item.target.name if item.target else None
+    if item.fail:
+        emit("FAIL", item.id, item.fail)
+        counts.add("FAIL", tname)
+        return
+    if item.skip:
+        if strict:
+            emit("FAIL", item.id, "not run (%s), which --strict does not accept" % item.skip)
+            counts.add("FAIL", tname)
+        else:
+            emit("SKIP", item.id, item.skip)
+            counts.add("SKIP", tname)
+        return
+    res = run_item(item, run_dir, strict)
+    emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
+         res.get("detail"), res.get("log", ()))
+    counts.add(res["status"], tname)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--suite", choices=["default", "matrix", "package", "soak", "fuzz"], default="default")
-    ap.add_argument("-k", dest="ksub", metavar="SUBSTR", help="only tests whose id contains SUBSTR")
+    ap.add_argument("-k", dest="ksubs", metavar="SUBSTR", action="append",
+                    help="only tests whose id contains SUBSTR (repeatable: any of them)")
     ap.add_argument("--vm", action="append", metavar="NAME", help="restrict to this target (repeatable)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-test time limit in seconds")
     ap.add_argument("--table", action="store_true", help="print a result table per VM")
     ap.add_argument("--no-unit", action="store_true", help="skip the C unit tests")
     ap.add_argument("--list", action="store_true", help="list test ids and exit")
     ap.add_argument("--asan", action="store_true",
-                    help="then run the unit tests and the stock-VM tests again with the "
-                         "ASan/UBSan build (build-asan/, XB_SANITIZE=1 ./build.sh); ids get @asan")
+                    help="then run the unit tests, the tests without a target and the tests on "
+                         "%s again with the ASan/UBSan build (build-asan/, XB_SANITIZE=1 "
+                         "./build.sh); ids get @asan" % ", ".join(ASAN_TARGETS))
+    ap.add_argument("--strict", action="store_true",
+                    help="CI mode: undocumented skips, targets not built and tests no target "
+                         "runs are failures")
     args = ap.parse_args()
 
+    known = set(xbtest.all_targets()) | set(xbtest.MATRIX_TARGETS)
     if args.vm:
+        unknown = [n for n in args.vm if n not in known]
+        if unknown:
+            return refuse("unknown --vm %s; known targets: %s" % (
+                ", ".join(unknown), ", ".join(sorted(known))))
         names = list(dict.fromkeys(args.vm))
     elif args.suite == "matrix":
         names = xbtest.all_targets()
@@ -370,46 +470,55 @@ def main():
 
     run_dir = tempfile.mkdtemp(prefix="xbrun-")
     os.environ["XB_RUN_DIR"] = run_dir
+    if args.strict:
+        os.environ["XB_STRICT"] = "1"
     counts = Counts()
     try:
         mods = load_modules()
-        items = collect(mods, targets, args.timeout, args.suite)
-        if args.ksub:
-            items = [i for i in items if args.ksub in i.id]
+        restricted = bool(args.vm or args.ksubs)
+        items = collect(mods, targets, args.timeout, args.suite,
+                        unmatched_fails=args.strict and not restricted)
+        if args.ksubs:
+            unit_ids = [] if args.no_unit else unit_case_ids()
+            for k in args.ksubs:
+                unit_may_match = any(k in u for u in unit_ids)
+                if not any(k in i.id for i in items) and not unit_may_match:
+                    return refuse("-k %r selects no test (python3 tests/run.py --list shows the "
+                                  "ids)" % k)
+            items = [i for i in items if any(k in i.id for k in args.ksubs)]
         if args.list:
             for i in items:
                 print(i.id)
             return 0
+        dirs = [xbtest.build_dir()] + ([os.path.join(xbtest.ROOT, "build-asan")]
+                                       if args.asan else [])
+        for d in dirs:
+            problem = xbtest.build_problem(d)
+            if problem:
+                return refuse(problem)
         print("targets: " + ", ".join(
             "%s (%s)" % (t.name, "OTP %s %s %s" % (t.otp_version, t.flavor, t.debug)
                          if t.present else "not available") for t in targets), flush=True)
         if not args.no_unit:
-            run_unit(args.ksub, counts)
+            run_unit(args.ksubs, counts)
         for item in items:
-            tname = item.target.name if item.target else None
-            if item.skip:
-                emit("SKIP", item.id, item.skip)
-                counts.add("SKIP", tname)
-                continue
-            res = run_item(item, run_dir)
-            emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
-                 res.get("detail"), res.get("log", ()))
-            counts.add(res["status"], tname)
+            run_and_emit(item, run_dir, counts, args.strict)
         if args.asan:
             # Same tests, sanitizer build: any report fails the test (the
-            # harness looks for sanitizer text; UBSan is built to abort).
+            # tools write them to the test's sanitizer directory; UBSan is
+            # built to abort).  Slower tools: wall-clock limits scaled.
             os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
             os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
             if not args.no_unit:
-                run_unit(args.ksub, counts, "@asan")
+                run_unit(args.ksubs, counts, "@asan")
             for item in items:
-                if item.skip or not item.target or item.target.name != "stock":
+                if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None):
+                    continue
+                if item.target is not None and item.target.name not in ASAN_TARGETS:
                     continue
                 item.id += "@asan"
-                res = run_item(item, run_dir)
-                emit(res["status"], item.id, res.get("reason"), res.get("elapsed"),
-                     res.get("detail"), res.get("log", ()))
-                counts.add(res["status"], item.target.name)
+                item.timeout *= 2
+                run_and_emit(item, run_dir, counts, args.strict)
     except KeyboardInterrupt:
         xbtest.kill_registered(run_dir)
         print("interrupted", flush=True)
@@ -421,9 +530,14 @@ def main():
         shutil.rmtree(run_dir, True)
     if args.table or args.suite == "matrix":
         print_table(targets, counts)
-    print("%d passed, %d failed, %d skipped" % (counts.passed, counts.failed, counts.skipped),
+    failed = counts.failed
+    if counts.passed == 0:
+        print("run.py: no test passed (%d skipped, %d failed): that is a failure"
+              % (counts.skipped, counts.failed), flush=True)
+        failed += 1 if not counts.failed else 0
+    print("%d passed, %d failed, %d skipped" % (counts.passed, failed, counts.skipped),
           flush=True)
-    return 1 if counts.failed else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

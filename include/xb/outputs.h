@@ -8,7 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF };
+/* XB_FMT_JSON: reports that are not profiles (--dump). */
+enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF, XB_FMT_JSON };
 
 /* "table", "folded", ... <-> enum xb_format; xb_format_by_name -1 if none. */
 extern const char *const xb_format_names[]; /* NULL-terminated, enum order */

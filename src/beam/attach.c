@@ -5,11 +5,14 @@
 #define _GNU_SOURCE
 #include "xb/vm.h"
 #include "xb/common.h"
+#include "xb/priv.h"
 #include "xb/dwarf_layout.h"
 #include "xb/safefile.h"
 #include "xb/term.h"
+#include "xb/tasks.h"
 
 #include <dirent.h>
+#include <linux/capability.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,14 +30,14 @@ const char *xb_flavor_name(enum xb_flavor f)
 
 static int perm_error(pid_t pid, const char *what)
 {
-	if (geteuid() == 0)
-		return xb_fail("permission denied reading %s of process %d even as root: it belongs to "
+	if (geteuid() == 0 || xb_have_cap(CAP_SYS_PTRACE))
+		return xb_fail("permission denied reading %s of process %d even with %s: it belongs to "
 			       "another PID or user namespace, or a security module (Yama ptrace_scope "
 			       "3, SELinux, AppArmor) forbids ptrace access; run from the VM's namespace",
-			       what, (int)pid);
-	return xb_fail("permission denied reading %s of process %d: run as root, or give this "
-		       "tool CAP_SYS_PTRACE (ptrace access is what process_vm_readv needs) and "
-		       "CAP_PERFMON (or lower kernel.perf_event_paranoid)",
+			       what, (int)pid, geteuid() == 0 ? "root" : "CAP_SYS_PTRACE");
+	return xb_fail("permission denied reading %s of process %d: this tool lacks CAP_SYS_PTRACE "
+		       "(ptrace access to the VM is what process_vm_readv needs); run as root, as the "
+		       "VM's user, or give it CAP_SYS_PTRACE",
 		       what, (int)pid);
 }
 
@@ -190,6 +193,64 @@ static void resolve_symbols(struct xb_vm *vm)
 }
 
 /* Scheduler threads by kind, named as the release table says. */
+/* Compare dotted versions numerically ("13.1.5" < "13.1.5.99" < "15.2"). */
+static int version_cmp(const char *a, const char *b)
+{
+	while (*a || *b) {
+		char *ea, *eb;
+		unsigned long x = strtoul(a, &ea, 10), y = strtoul(b, &eb, 10);
+		if (x != y)
+			return x < y ? -1 : 1;
+		if (ea == a && eb == b)
+			break;
+		a = *ea == '.' ? ea + 1 : ea;
+		b = *eb == '.' ? eb + 1 : eb;
+		if (!*ea && !*eb)
+			break;
+		if (!*ea)
+			return -1;
+		if (!*eb)
+			return 1;
+	}
+	return 0;
+}
+
+/* The compiled-in release nearest below ERTS (else the oldest). */
+static const struct xb_release *nearest_release(const char *erts)
+{
+	const struct xb_release *best = NULL, *oldest = NULL;
+	for (const struct xb_release *const *r = xb_releases; *r; r++) {
+		if (!oldest || version_cmp((*r)->erts, oldest->erts) < 0)
+			oldest = *r;
+		if (version_cmp((*r)->erts, erts) <= 0 && (!best || version_cmp((*r)->erts, best->erts) > 0))
+			best = *r;
+	}
+	return best ? best : oldest;
+}
+
+/* The release whose scheduler thread names the VM's threads have (most
+ * matches), else FALLBACK. */
+static const struct xb_release *thread_names_release(const struct xb_vm *vm, const struct xb_release *fallback)
+{
+	struct xb_task *tasks;
+	int n = xb_tasks_list(vm->pid, &tasks);
+	const struct xb_release *best = fallback;
+	int best_hits = 0;
+	for (const struct xb_release *const *r = xb_releases; *r && n > 0; r++) {
+		int hits = 0, no;
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < 3; k++)
+				hits += (*r)->thread_fmt[k] && xb_thread_name_match((*r)->thread_fmt[k], tasks[i].comm, &no);
+		if (hits > best_hits) {
+			best_hits = hits;
+			best = *r;
+		}
+	}
+	if (n > 0)
+		free(tasks);
+	return best;
+}
+
 static int pick_table(struct xb_vm *vm)
 {
 	const char *force = secure_getenv("EXTROSPECT_FORCE_RELEASE");
@@ -236,27 +297,36 @@ static int pick_table(struct xb_vm *vm)
 		return 0;
 	}
 	if (have_dwarf) {
-		/* No table, but the binary describes itself. */
+		/* No table, but the binary describes itself: offsets from its
+		 * DWARF; what DWARF does not say (pid layout, code indices,
+		 * register roles of the JIT) from the nearest release we know;
+		 * the scheduler threads' names from the table whose names the
+		 * VM's threads actually have. */
 		memcpy(vm->off, dw, sizeof(vm->off));
 		vm->table_from_dwarf = true;
-		const struct xb_release *latest = xb_releases[0];
-		const struct xb_release_flavor *fl = xb_release_flavor(latest, vm->flavor);
+		const struct xb_release *near = nearest_release(vm->erts);
+		const struct xb_release_flavor *fl = xb_release_flavor(near, vm->flavor);
 		vm->regs = fl->regs;
-		vm->num_code_ix = latest->num_code_ix;
-		vm->pid_num_bits = latest->pid_num_bits;
-		vm->pid_ser_bits = latest->pid_ser_bits;
-		vm->pid_pixdata = latest->pid_pixdata;
-		memcpy(vm->thread_fmt, latest->thread_fmt, sizeof(vm->thread_fmt));
+		vm->num_code_ix = near->num_code_ix;
+		vm->pid_num_bits = near->pid_num_bits;
+		vm->pid_ser_bits = near->pid_ser_bits;
+		vm->pid_pixdata = near->pid_pixdata;
+		const struct xb_release *names = thread_names_release(vm, near);
+		memcpy(vm->thread_fmt, names->thread_fmt, sizeof(vm->thread_fmt));
 		if (vm->flavor == XB_FLAVOR_EMU) {
+			/* beam_emu.c: register ... c_p, E REG_stop, I REG_I */
 			int r;
 			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
 				vm->regs.I = r;
 			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "E")) != XB_PREG_NONE)
 				vm->regs.E = r;
+			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "c_p")) != XB_PREG_NONE)
+				vm->regs.c_p = r;
 		}
 		if (xb_verbose)
 			fprintf(stderr, "note: no release table for erts %s; using this beam's DWARF "
-					"(register roles as in erts %s)\n", vm->erts, latest->erts);
+					"(pid layout and register roles as in erts %s, thread names as in erts %s)\n",
+				vm->erts, near->erts, names->erts);
 		return 0;
 	}
 	char list[512];

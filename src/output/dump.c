@@ -248,6 +248,11 @@ static int write_dump(struct xb_sink *k, struct xb_session *s, FILE *f)
 				r.note = es.why ? es.why : "stack not readable";
 			}
 		}
+		/* c_p->current is not kept for every waiting process: the VM
+		 * then names the function its saved pc is in (process_info's
+		 * current_function, erts_find_function_from_pc), as here. */
+		if (strcmp(r.current, "-") == 0 && r.n)
+			snprintf(r.current, sizeof(r.current), "%s", r.frames[0]);
 		print_row(f, j, &r);
 		if (r.own)
 			free_names(r.frames, r.n);

@@ -80,7 +80,7 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 	return rc;
 }
 
-const char *const xb_format_names[] = { "table", "folded", "flamegraph", "speedscope", "pprof", NULL };
+const char *const xb_format_names[] = { "table", "folded", "flamegraph", "speedscope", "pprof", "json", NULL };
 
 int xb_format_by_name(const char *name)
 {

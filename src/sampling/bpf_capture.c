@@ -3,6 +3,7 @@
  * Debian's libbpf 1.1, and decodes its records into struct xb_sample. */
 #define _GNU_SOURCE
 #include "xb/bpf_capture.h"
+#include "xb/priv.h"
 #include "xb/common.h"
 
 #include <bpf/bpf.h>
@@ -114,16 +115,6 @@ static void verifier_reason(char *out, size_t len)
 	}
 }
 
-static bool has_cap(int cap)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) < 0)
-		return false;
-	return (d[cap / 32].effective >> (cap % 32)) & 1;
-}
-
 static int explain_load_failure(int err)
 {
 	err = err < 0 ? -err : err;
@@ -134,8 +125,8 @@ static int explain_load_failure(int err)
 		return xb_fail("the kernel refused the BPF program: %s", why);
 	}
 	if (err == EPERM || err == EACCES) {
-		bool bpf = has_cap(CAP_BPF) || has_cap(CAP_SYS_ADMIN);
-		bool perfmon = has_cap(CAP_PERFMON) || has_cap(CAP_SYS_ADMIN);
+		bool bpf = xb_have_cap(CAP_BPF) || xb_have_cap(CAP_SYS_ADMIN);
+		bool perfmon = xb_have_cap(CAP_PERFMON) || xb_have_cap(CAP_SYS_ADMIN);
 		return xb_fail("BPF capture needs CAP_BPF and CAP_PERFMON (or root): this process has %s",
 			       bpf && perfmon ? "both, but the kernel still refused (lockdown? a security module?)"
 			       : bpf ? "CAP_BPF but not CAP_PERFMON"

@@ -2,8 +2,10 @@
 #define _GNU_SOURCE
 #include "xb/sampler.h"
 #include "xb/common.h"
+#include "xb/priv.h"
 
 #include <dirent.h>
+#include <linux/capability.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <poll.h>
@@ -222,6 +224,30 @@ static int try_event(struct xb_sampler *s, int type, uint64_t config, const char
 	return 0;
 }
 
+/* The kernel refused a perf event for TID: say which privilege is
+ * missing.  Sampling another user's process needs ptrace access to it
+ * (CAP_SYS_PTRACE); kernel frames (--include-kernel) need CAP_PERFMON or
+ * kernel.perf_event_paranoid <= 1, user space alone paranoid <= 2. */
+static int perf_perm_error(struct xb_sampler *s, pid_t tid)
+{
+	bool ptrace = geteuid() == 0 || xb_have_cap(CAP_SYS_PTRACE);
+	bool perfmon = geteuid() == 0 || xb_have_cap(CAP_PERFMON) || xb_have_cap(CAP_SYS_ADMIN);
+	int paranoid = xb_perf_event_paranoid();
+	if (s->o.include_kernel && !perfmon && paranoid > 1)
+		return xb_fail("permission denied opening perf events on %d: kernel frames "
+			       "(--include-kernel) need CAP_PERFMON (or kernel.perf_event_paranoid <= 1, it is %d); "
+			       "drop --include-kernel or give this tool CAP_PERFMON", (int)tid, paranoid);
+	if (!perfmon && paranoid > 2)
+		return xb_fail("permission denied opening perf events on %d: kernel.perf_event_paranoid is "
+			       "%d; give this tool CAP_PERFMON or set it to 2 or lower", (int)tid, paranoid);
+	if (!ptrace)
+		return xb_fail("permission denied opening perf events on %d: this tool lacks "
+			       "CAP_SYS_PTRACE (ptrace access to the VM); run as root, as the VM's user, or "
+			       "give it CAP_SYS_PTRACE", (int)tid);
+	return xb_fail("permission denied opening perf events on %d even with %s: a security module "
+		       "or the VM's namespace forbids it", (int)tid, geteuid() == 0 ? "root" : "CAP_SYS_PTRACE");
+}
+
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o)
 {
 	memset(s, 0, sizeof(*s));
@@ -240,10 +266,7 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 	if (e < 0 && e != -EACCES && e != -EPERM)
 		e = try_event(s, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock");
 	if (e == -EACCES || e == -EPERM)
-		return xb_fail("permission denied opening perf events on process %d: run as root, or "
-			       "give this tool CAP_PERFMON (or set kernel.perf_event_paranoid <= 1) "
-			       "and CAP_SYS_PTRACE for process_vm_readv",
-			       (int)pid);
+		return perf_perm_error(s, pid);
 	if (e == -ESRCH)
 		return xb_fail("process %d exited", (int)pid);
 	if (e < 0)
@@ -338,13 +361,14 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 			return -1; /* the attach callback failed */
 		} else if (r == -EACCES || r == -EPERM) {
 			/* perf events refused (perf_event_paranoid, no
-			 * CAP_PERFMON), or the ring's locked memory
-			 * (perf_event_mlock_kb, RLIMIT_MEMLOCK) */
+			 * capability), or the ring's locked memory
+			 * (perf_event_mlock_kb, RLIMIT_MEMLOCK): an error when
+			 * no thread could be opened, else this thread goes
+			 * unsampled (reported) */
 			if (s->nthreads == 0 || s->nlive == 0) {
 				free(known);
 				closedir(d);
-				return xb_fail("permission denied opening perf events on thread %d: needs "
-					       "CAP_PERFMON or kernel.perf_event_paranoid <= 1", (int)tid);
+				return perf_perm_error(s, tid);
 			}
 			unsampled++;
 			why = -r;

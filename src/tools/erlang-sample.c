@@ -52,7 +52,7 @@ static void on_signal(int sig)
 struct opts {
 	double duration;
 	size_t top;
-	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime;
+	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime, dump;
 	bool lines, erlang_names, live;
 	double live_interval, live_window;
 	double pstack_wait;
@@ -92,6 +92,11 @@ static const struct xb_opt options[] = {
 	{ "pstack", 0, XB_OPT_FLAG, &o.pstack, NULL,
 	  "one mixed native+Erlang stack per running scheduler, now\n"
 	  "(dirty schedulers: those working for a process)" },
+	{ "dump", 0, XB_OPT_FLAG, &o.dump, NULL,
+	  "the Erlang stack of every process, running or not (or\n"
+	  "of the PROCESSes named after the PID: pids <0.N.S> or\n"
+	  "registered names), with pid, name, status, current\n"
+	  "function and message queue length; --format json" },
 	{ "blame", 0, XB_OPT_STR, &o.blame, "FN",
 	  "for samples whose native stack contains FN, count the\n"
 	  "nearest Erlang function above it.  FN matches a symbol\n"
@@ -139,8 +144,9 @@ static const struct xb_opt options[] = {
 	{ "format", 0, XB_OPT_CHOICE, &o.format, "FORMAT",
 	  "table (default), folded ('root;...;leaf COUNT' lines for\n"
 	  "flame graph tools), flamegraph (a self-contained SVG:\n"
-	  "zoom, search), speedscope (JSON for speedscope.app) or\n"
-	  "pprof (gzipped profile.proto for go tool pprof)", .choices = xb_format_names },
+	  "zoom, search), speedscope (JSON for speedscope.app),\n"
+	  "pprof (gzipped profile.proto for go tool pprof), or\n"
+	  "json (for --dump)", .choices = xb_format_names },
 	{ "output", 'o', XB_OPT_LIST, &o.outputs, "FILE",
 	  "write the result to FILE (written in full, then renamed\n"
 	  "into place; a symbolic link there is refused); its\n"
@@ -175,7 +181,8 @@ static const struct xb_opt options[] = {
 	  "a sample whose live reads came later than this keeps\n"
 	  "only what it proves itself (default 10)", 0.001, 1e6 },
 	{ "pstack-wait", 0, XB_OPT_DOUBLE, &o.pstack_wait, "SECONDS",
-	  "how long --pstack waits for a scheduler to run\n"
+	  "how long --pstack (and --dump) waits for a scheduler\n"
+	  "to run\n"
 	  "(default 1); one that does not is reported idle", 0.001, 3600 },
 	{ "idle-scheduler-stacks", 0, XB_OPT_FLAG, &o.idle_stacks, NULL,
 	  "with --pstack, show where idle schedulers wait" },
@@ -288,8 +295,9 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		outs[(*nouts)++] = (struct output){ .fmt = fmt, .f = stdout };
 		return 0;
 	}
-	if ((o.pstack || o.check) && o.outputs.n > 1) {
-		fprintf(stderr, PROG ": --%s writes one result; pass one -o\n", o.pstack ? "pstack" : "check");
+	if ((o.pstack || o.check || o.dump) && o.outputs.n > 1) {
+		fprintf(stderr, PROG ": --%s writes one result; pass one -o\n",
+			o.pstack ? "pstack" : o.check ? "check" : "dump");
 		return 2;
 	}
 	if (o.outputs.n > MAX_OUTPUTS) {
@@ -300,6 +308,9 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		const char *path = o.outputs.v[i];
 		int by_ext = xb_format_by_extension(path);
 		enum xb_format f = fmt;
+		if (o.dump && by_ext >= 0) /* a .json file is JSON, others text */
+			by_ext = strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".json") == 0 ? (int)XB_FMT_JSON
+										       : -1;
 		if (by_ext >= 0 && !o.pstack && !o.check) {
 			if (o.format && by_ext != (int)fmt) {
 				fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or "
@@ -370,8 +381,8 @@ int main(int argc, char **argv)
 		printf(PROG " %s\n", XB_VERSION);
 		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
 	}
-	if (first != argc - 1) {
-		fprintf(stderr, PROG ": %s; usage: " PROG " [options] PID (see --help)\n",
+	if (first >= argc || (first != argc - 1 && !o.dump)) {
+		fprintf(stderr, PROG ": %s; usage: " PROG " [options] PID (--dump: PID [PROCESS...]; see --help)\n",
 			first >= argc ? "missing PID" : "too many arguments");
 		return 2;
 	}
@@ -382,6 +393,20 @@ int main(int argc, char **argv)
 	}
 	if (o.pstack && o.blame) {
 		fprintf(stderr, PROG ": --pstack and --blame are separate modes; pick one\n");
+		return 2;
+	}
+	if (o.dump && (o.pstack || o.blame || o.check || o.live)) {
+		fprintf(stderr, PROG ": --dump is a mode of its own; drop --%s\n",
+			o.pstack ? "pstack" : o.blame ? "blame" : o.check ? "check" : "live");
+		return 2;
+	}
+	if (o.dump && o.format && strcmp(o.format, "table") != 0 && strcmp(o.format, "json") != 0) {
+		fprintf(stderr, PROG ": --dump writes text (table) or json, not %s\n", o.format);
+		return 2;
+	}
+	if (!o.dump && o.format && strcmp(o.format, "json") == 0) {
+		fprintf(stderr, PROG ": --format json is for --dump; a profile is a table, folded, "
+				"flamegraph, speedscope or pprof\n");
 		return 2;
 	}
 	if (o.check && (o.pstack || o.blame)) {
@@ -411,8 +436,8 @@ int main(int argc, char **argv)
 	o.s.force_reg[0] = o.force_reg[0];
 	o.s.force_reg[1] = o.force_reg[1];
 	o.s.force_reg[2] = o.force_reg[2];
-	o.s.want_identity = o.pstack;
-	o.s.keep_old_maps = o.pstack; /* its captured frames live until it prints */
+	o.s.want_identity = o.pstack || o.dump;
+	o.s.keep_old_maps = o.pstack || o.dump; /* its captured frames live until it prints */
 	o.s.capture = strcmp(o.capture, "bpf") == 0 ? XB_CAPTURE_BPF
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
@@ -483,6 +508,11 @@ int main(int argc, char **argv)
 		} else if (o.pstack) {
 			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
 			k = xb_pstack_sink_new(&po);
+		} else if (o.dump) {
+			struct xb_dump_opts dop = { .json = outs[i].fmt == XB_FMT_JSON,
+						    .only = (const char *const *)argv + first + 1,
+						    .nonly = (size_t)(argc - first - 1) };
+			k = xb_dump_sink_new(&dop);
 		} else {
 			struct xb_profile_sink_opts po = { .format = outs[i].fmt, .title = title, .blame = o.blame,
 							   .top = o.top, .only_erlang = o.only_erlang };
@@ -508,7 +538,7 @@ int main(int argc, char **argv)
 			s.smp.nthreads, s.cm.n, s.capture_name, s.capture_why ? s.capture_why : "in use",
 			s.priority_name);
 
-	if (xb_session_run(&s, o.pstack ? o.pstack_wait : o.duration, &stop_requested) < 0)
+	if (xb_session_run(&s, o.pstack || o.dump ? o.pstack_wait : o.duration, &stop_requested) < 0)
 		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
 	/* Signals from here on end the program the usual way. */
 	signal(SIGINT, SIG_DFL);

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import VM, Target, check, log, per_vm, run_tool, skip, stock_target, tmpdir
+from xbtest import VM, Target, check, log, per_vm, run_tool, skip_because, stock_target, tmpdir
 
 TOOL = "erlang-sample"
 TABLES = ["13.1.5", "15.2.7", "17.1"]
@@ -28,6 +28,11 @@ def test_check_passes(target):
         check(r.rc == 0 and not fails, "--check failed (exit %s)" % r.rc, r.out + r.err)
         check(len([l for l in lines if l.startswith("ok")]) >= 9, "too few checks ran", r.out)
         check(re.search(r"^\d+ checks passed, 0 failed$", r.out, re.M), "no summary line", r.out)
+        if target.debug == "dwarf":
+            # README: offsets come from DWARF and are cross-checked against
+            # the table; --check reports any difference.
+            check(re.search(r"^ok\s+table-vs-dwarf\s+(\d+) of \1 fields agree", r.out, re.M),
+                  "no table-vs-dwarf cross-check on a beam with DWARF", r.out)
         log(lines[0])
 
 
@@ -51,9 +56,9 @@ def test_unknown_release_refused():
     """
     stock = stock_target()
     if not stock.present:
-        skip(stock.missing)
-    if stock.debug != "dynsym":
-        skip("stock beam.smp carries debug info here")
+        skip_because("needs-package", None, "erlang-base: " + stock.missing)
+    check(stock.debug == "dynsym", "stock beam.smp carries debug info (%s) here: this test needs "
+          "Debian's stripped beam" % stock.debug)
     root = os.path.join(tmpdir(), "otp-unknown")
     shutil.copytree(stock.root, root, symlinks=True)
     old = "erts-" + stock.erts

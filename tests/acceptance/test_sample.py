@@ -10,85 +10,43 @@ import signal
 import subprocess
 import time
 
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool,
-                    tmpdir, tool_path, wait_for)
+from xbtest import (VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
+                    spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
-TOOL = "erlang-sample"
-ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
+from xbsample import (TOOL, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
+                      loaded_functions, parse_folded, parse_table, sample, sample_folded, stats,
+                      wait_running, wait_sampling)
 
-
-def parse_table(text):
-    """(processed, received, rows[(count, name, pct, tag)]) of the default
-    and --blame outputs."""
-    lines = text.splitlines()
-    check(lines, "no output")
-    m = re.match(r"^processed (\d+)/(\d+) samples \((\d+\.\d)%\)$", lines[0])
-    check(m, "first line is not 'processed X/Y samples (Z%)'", text[:500])
-    rows = []
-    for line in lines[1:]:
-        r = ROW.match(line)
-        if r:
-            rows.append((int(r.group(1)), r.group(2), float(r.group(3)), r.group(4)))
-    return int(m.group(1)), int(m.group(2)), rows
-
-
-def loaded_functions(vm):
-    text = vm.eval_raw("xb_inspect:functions()").decode("utf-8")
-    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line}
-
-
-def check_no_garbage(vm, names, what):
-    """Every Erlang frame we printed resolves to a function loaded in the VM."""
-    names = set(names)
-    if not names:
-        return
-    loaded = loaded_functions(vm)
-    bad = sorted(n for n in names if n not in loaded)
-    check(not bad, "%s printed Erlang frames that name no loaded function: %s" % (what, bad[:10]))
-    log("%s: %d distinct Erlang frames, all loaded functions" % (what, len(names)))
-
-
-def sample(vm, *args, timeout=60):
-    r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout)
-    check(r.rc == 0 and not r.timed_out, "erlang-sample %s failed (exit %s)" % (" ".join(args), r.rc),
-          r.describe())
-    return r
-
-
-def erlang_rows(rows):
-    return [r for r in rows if r[3] == "[Erlang]"]
-
-
-def sample_folded(vm, seconds):
-    """erlang-sample -v --format folded for SECONDS: (received, processed,
-    [(frames root first, count)]), once at least 1000 samples came in."""
-    r = sample(vm, "-d", str(seconds), "-v", "--format", "folded")
-    pm = re.search(r"received (\d+), processed (\d+)", r.err)
-    check(pm, "no statistics line with -v", r.err)
-    received, processed = int(pm.group(1)), int(pm.group(2))
-    check(received >= 1000, "only %d samples received in %s s" % (received, seconds), r.err)
-    stacks = []
-    for line in r.out.splitlines():
-        frames, count = line.rsplit(" ", 1)
-        stacks.append((frames.split(";"), int(count)))
-    return received, processed, stacks, r
+# Functions of the workloads that never run once they started: a sample
+# named after one of them was pinned on a neighbour of the running code.
+SPLIT_NEVER = r"^xb_split:(start|stop|init|module_info)/"
+DEEP_NEVER = r"^xb_deep:(start|stop|module_info)/"
 
 
 @per_vm()
 def test_known_split(target):
-    """75/25 wall-clock split between hot_a/1 and hot_b/1 within +-5 points;
-    >= 95% of samples processed."""
+    """75/25 wall-clock split between hot_a/1 and hot_b/1 within +-5 points.
+    Samples dropped for reasons a busy machine does not explain (truncated
+    unwinds, failed validation, no registers) <= 5 %; at least 1000 samples
+    processed (longer runs on a loaded machine: sample_folded's rule)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(1.0)
-        r = sample(vm, "-d", "6", "-t", "100")
-        processed, received, rows = parse_table(r.out)
+        wait_running(vm, "xb_split")
+        for attempt, secs in enumerate((4, 8)):
+            r = sample(vm, "-d", str(secs), "-t", "100", "-v")
+            processed, received, rows = parse_table(r.out)
+            if processed >= 1000:
+                break
+            log("only %d samples processed in %d s (a loaded machine): again for longer"
+                % (processed, secs))
+        st = stats(r)
+        check_drops(st, "xb_split")
         counts = {name: n for n, name, _, tag in rows if tag == "[Erlang]"}
         a = counts.get("xb_split:hot_a/1", 0)
         b = counts.get("xb_split:hot_b/1", 0)
         log("processed %d/%d; hot_a %d, hot_b %d" % (processed, received, a, b))
-        check(received > 1000, "too few samples received: %d" % received, r.out)
-        check(processed >= 0.95 * received, "only %d of %d samples processed (< 95%%)"
+        check(processed >= 1000, "too few samples processed: %d" % processed, r.out + r.err)
+        check(processed >= 0.5 * received, "only %d of %d samples processed (< 50%%)"
               % (processed, received), r.out + r.err)
         check(a + b > 0.5 * processed, "hot_a/hot_b are not the bulk of the samples", r.out)
         share_a = 100.0 * a / (a + b)
@@ -96,7 +54,8 @@ def test_known_split(target):
               "hot_a/1 share %.1f%%, hot_b/1 %.1f%% (truth 75/25, +-5)" % (share_a, 100 - share_a),
               r.out)
         log("share hot_a %.1f%% hot_b %.1f%%" % (share_a, 100 - share_a))
-        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "default mode")
+        check_no_garbage(vm, counts, "default mode", expect=r"^xb_split:(hot_a|hot_b|phase)/1$",
+                         never=SPLIT_NEVER)
 
 
 @per_vm()
@@ -105,61 +64,75 @@ def test_folded_and_only_erlang(target):
     processed samples; --only-erlang counts Erlang frames only."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
-        out = os.path.join(vm.workdir if hasattr(vm, "workdir") else "/tmp",
-                           "folded-%d.txt" % vm.pid)
+        wait_running(vm, "xb_split")
+        out = os.path.join(tmpdir(), "folded.txt")
         r = sample(vm, "-d", "3", "--format", "folded", "-o", out, "-v")
+        check(not r.out, "-o FILE: folded output also went to stdout", r.out[:500])
         with open(out) as f:
-            lines = [l.rstrip("\n") for l in f if l.strip()]
-        os.unlink(out)
-        total = 0
-        names = set()
-        for l in lines:
-            m = re.match(r"^(.+) (\d+)$", l)
-            check(m, "not a folded line: %r" % l)
-            total += int(m.group(2))
-            frames = m.group(1).split(";")
-            names.update(f for f in frames if re.match(r"^[^\[]+:.+/\d+$", f) and "::" not in f)
-        pm = re.search(r"processed (\d+)", r.err)
-        check(pm and int(pm.group(1)) == total,
-              "folded counts add to %d, erlang-sample processed %s" % (total, pm and pm.group(1)),
+            stacks = parse_folded(f.read())
+        total = sum(n for _, n in stacks)
+        names = {}
+        for frames, n in stacks:
+            for f in frames:
+                if ERLANG_FRAME.match(f) and "::" not in f:
+                    names[f] = names.get(f, 0) + n
+        st = stats(r)
+        check(st["processed"] == total,
+              "folded counts add to %d, erlang-sample processed %d" % (total, st["processed"]),
               r.err)
-        check(any(l.split(" ")[0].endswith("xb_split:hot_a/1") or
-                  ";xb_split:hot_a/1;" in l for l in lines), "no stack through hot_a/1", "\n".join(lines[:20]))
+        check(total >= 300, "only %d samples in 3 s" % total, r.err)
+        lines = [";".join(f) + " %d" % n for f, n in stacks]
+        check(any(f[-1] == "xb_split:hot_a/1" or "xb_split:hot_a/1" in f for f, _ in stacks),
+              "no stack through hot_a/1", "\n".join(lines[:20]))
         # Root to leaf: phase/1 (the caller) comes before hot_a/1.
-        check(any(re.search(r"xb_split:phase/1;xb_split:hot_a/1", l) for l in lines) or
-              any(re.search(r"xb_split:[a-z_]+/\d;xb_split:hot_a/1", l) for l in lines),
-              "hot_a/1 never appears below its caller (root-to-leaf order)", "\n".join(lines[:20]))
-        check_no_garbage(vm, names, "folded output")
+        below = sum(n for f, n in stacks
+                    if any(f[i] == "xb_split:phase/1" and f[i + 1] == "xb_split:hot_a/1"
+                           for i in range(len(f) - 1)))
+        through = sum(n for f, n in stacks if "xb_split:hot_a/1" in f)
+        check(below >= 0.9 * through,
+              "hot_a/1 is below its caller phase/1 (root-to-leaf order) in only %d of the %d "
+              "samples through it" % (below, through), "\n".join(lines[:20]))
+        check_no_garbage(vm, names, "folded output", expect=r"^xb_split:(hot_a|hot_b|phase)/1$",
+                         never=SPLIT_NEVER)
         r2 = sample(vm, "-d", "2", "--only-erlang")
         _, _, rows = parse_table(r2.out)
         check(rows and all(t == "[Erlang]" for _, _, _, t in rows),
               "--only-erlang printed non-Erlang rows", r2.out)
+        check_no_garbage(vm, {n: c for c, n, _, _ in rows}, "--only-erlang",
+                         expect=r"^xb_split:(hot_a|hot_b|phase)/1$", never=SPLIT_NEVER)
+
+
+PSTACK_FRAME = re.compile(r"^\s+#(\d+)\s+0x([0-9a-f]+) (\S+) \[Erlang\]$", re.M)
+ERLANG_FRAME = re.compile(r"^[^\[;]+:[^:;]+/\d+$")
 
 
 @per_vm()
 def test_deep_pstack(target):
     """--pstack prints a->b->c->d->leaf in order with pid and registered
-    name, in under 3 s."""
+    name, in under 3 s (x time_scale)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         pid = vm.eval("pid_to_list(whereis(xb_deep))").strip().strip('"')
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         t0 = time.monotonic()
         r = sample(vm, "--pstack", timeout=20)
         took = time.monotonic() - t0
-        check(took < 3.0, "--pstack took %.2f s (limit 3 s)" % took, r.out)
+        limit = 3.0 * time_scale()
+        check(took < limit, "--pstack took %.2f s (limit %.0f s)" % (took, limit), r.out)
         blocks = re.split(r"(?m)^(?=scheduler )", r.out)
         mine = [b for b in blocks if b.startswith("scheduler ") and "xb_deep" in b.splitlines()[0]]
         check(mine, "no scheduler shows the xb_deep process", r.out)
         head = mine[0].splitlines()[0]
         check(pid in head, "pid %s not on the scheduler line %r" % (pid, head), r.out)
-        frames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", mine[0], re.M)
+        frames = [m[2] for m in PSTACK_FRAME.findall(mine[0])]
         want = ["xb_deep:leaf/1", "xb_deep:d/1", "xb_deep:c/1", "xb_deep:b/1", "xb_deep:a/1"]
         check(frames[:5] == want, "Erlang frames %s, expected %s first" % (frames, want), r.out)
+        check(all(re.match(r"^xb_deep:(leaf|a|b|c|d|run)/\d$|^proc_lib:|^erlang:apply/", f)
+                  for f in frames),
+              "xb_deep's stack has frames it never calls: %s" % frames, r.out)
         log("pstack in %.2f s: %s" % (took, " <- ".join(frames)))
-        allnames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r.out, re.M)
-        check_no_garbage(vm, allnames, "--pstack")
+        allnames = [m[2] for m in PSTACK_FRAME.findall(r.out)]
+        check_no_garbage(vm, allnames, "--pstack", never=DEEP_NEVER)
 
 
 @per_vm()
@@ -168,17 +141,28 @@ def test_blame_copy_struct(target):
     copy_struct_x) puts the sending function first."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_copy:start()")
-        time.sleep(0.5)
-        r = sample(vm, "-d", "4", "--blame", "copy_struct")
-        processed, received, rows = parse_table(r.out)
-        if not rows and "no symbol of this VM matches" in r.err:
+        wait_running(vm, "xb_sender")
+        if SKIP_REASONS["stripped-otp29"][1](target):
             # Stripped OTP 29 names none of its internal functions; the
-            # tool says so (checked here) instead of guessing.
-            skip("this stripped beam has no symbol for copy_struct_x: %s" % r.err.strip())
-        check(rows, "no rows for --blame copy_struct", r.out + r.err)
+            # tool refuses the name before sampling (README: exit 2, the
+            # release and the closest symbols), checked here, not guessed.
+            r = run_tool(TOOL, "-d", "4", "--blame", "copy_struct", vm.pid, timeout=30)
+            check(r.rc == 2 and len(r.lines_err) == 1 and "copy_struct" in r.err and
+                  "no function of this VM" in r.err, "a stripped OTP 29 beam: expected exit 2 "
+                  "and one line saying no function matches copy_struct", r.describe())
+            skip_because("stripped-otp29", target, "no symbol for copy_struct_x: %s"
+                         % r.err.strip())
+        r = sample(vm, "-d", "4", "--blame", "copy_struct")
+        t = parse_table(r.out)
+        rows = t.rows
+        check(t.blame and t.blame[0] >= 50, "too few samples under copy_struct (%s)"
+              % (t.blame,), r.out + r.err)
         check(rows[0][1] == "xb_copy:send_loop/2",
               "first row is %r, expected xb_copy:send_loop/2" % (rows[0][1],), r.out)
-        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "--blame copy_struct")
+        check(rows[0][0] >= 0.5 * t.blame[0], "xb_copy:send_loop/2 has only %d of the %d samples"
+              % (rows[0][0], t.blame[0]), r.out)
+        check_no_garbage(vm, {n: c for c, n, _, _ in erlang_rows(rows)}, "--blame copy_struct",
+                         expect=r"^xb_copy:(send_loop/2|receiver/2)$")
 
 
 @per_vm()
@@ -187,13 +171,17 @@ def test_blame_gc(target):
     first (OTP 25 collects in erts_garbage_collect_nobump)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_alloc")
         r = sample(vm, "-d", "4", "--blame", "erts_garbage_collect")
-        processed, received, rows = parse_table(r.out)
-        check(rows, "no rows for --blame erts_garbage_collect", r.out + r.err)
-        check(rows[0][1].startswith("xb_gc:"),
-              "first row is %r, expected a function of xb_gc" % (rows[0][1],), r.out)
-        check_no_garbage(vm, [n for _, n, _, _ in erlang_rows(rows)], "--blame erts_garbage_collect")
+        t = parse_table(r.out)
+        rows = t.rows
+        check(t.blame and t.blame[0] >= 20, "too few samples under erts_garbage_collect (%s)"
+              % (t.blame,), r.out + r.err)
+        check(rows[0][1] == "xb_gc:alloc_loop/1",
+              "first row is %r, expected xb_gc:alloc_loop/1" % (rows[0][1],), r.out)
+        check_no_garbage(vm, {n: c for c, n, _, _ in erlang_rows(rows)},
+                         "--blame erts_garbage_collect", expect=r"^xb_gc:alloc_loop/1$",
+                         max_unexpected=0.1)
 
 
 def innermost_erlang(frames):
@@ -215,11 +203,10 @@ def test_bif_keeps_its_caller(target):
     for how, caller in (("apply", "xb_bif:loop/3"), ("direct", "xb_bif:direct_loop/1")):
         with VM(target, schedulers=2) as vm:
             vm.eval("xb_bif:start(%s)" % how)
-            time.sleep(0.5)
+            wait_running(vm, "xb_bif")
             received, processed, stacks, r = sample_folded(vm, 2)
-            check(processed >= 0.9 * received,
-                  "%s: processed %d of %d samples (< 90%%) of a process in a BIF"
-                  % (how, processed, received), r.err)
+            # Drops a loaded machine explains (stale reads) aside, <= 10 %.
+            check_drops(stats(r), "%s: a process in a BIF" % how, max_other=0.1)
             in_bif = [(f, n) for f, n in stacks if "crc32_z" in f]
             total = sum(n for _, n in in_bif)
             check(total >= 0.8 * processed,
@@ -235,12 +222,20 @@ def test_bif_keeps_its_caller(target):
             names = [f for fr, _ in stacks for f in fr if innermost_erlang([f])]
             if how == "apply":
                 b = sample(vm, "-d", "1", "--blame", "crc32_z")
-                _, _, rows = parse_table(b.out)
-                check(rows and rows[0][1] == caller,
-                      "--blame crc32_z: first row %r, expected %s" % (rows[0][1] if rows else None, caller),
-                      b.out)
+                t = parse_table(b.out)
+                rows = t.rows
+                check(rows[0][1] == caller and rows[0][0] >= 0.8 * t.blame[0],
+                      "--blame crc32_z: first row %r, expected %s with >= 80 %% of the %d "
+                      "samples" % (rows[0], caller, t.blame[0]), b.out)
                 names += [n for _, n, _, _ in erlang_rows(rows)]
-            check_no_garbage(vm, names, "BIF (%s)" % how)
+            counts = {}
+            for fr, n in stacks:
+                for f in fr:
+                    if innermost_erlang([f]):
+                        counts[f] = counts.get(f, 0) + n
+            check_no_garbage(vm, counts, "BIF (%s)" % how, expect=r"^xb_bif:|^erlang:crc32/1$",
+                             never=r"^xb_bif:(start|stop)/")
+            check_no_garbage(vm, names, "BIF (%s)" % how, never=r"^xb_bif:(start|stop)/")
 
 
 NIF_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads", "xb_nif.c")
@@ -254,8 +249,8 @@ def build_nif(target, outdir, name="xb_nif", defines=()):
             os.path.join(target.root, "usr", "include"), "/usr/lib/erlang/usr/include"]
     inc = next((d for d in incs if os.path.exists(os.path.join(d, "erl_nif.h"))), None)
     if inc is None:
-        skip("no erl_nif.h for %s (looked in %s): apt-get install erlang-dev"
-             % (target.name, ", ".join(incs)))
+        skip_because("needs-package", target, "no erl_nif.h for %s (looked in %s): apt-get "
+                     "install erlang-dev" % (target.name, ", ".join(incs)))
     so = os.path.join(outdir, name + ".so")
     r = run_cmd(["gcc", "-shared", "-fPIC", "-O2", "-g", "-Wall", "-I", inc, "-o", so, NIF_SRC] +
                 ["-D" + d for d in defines])
@@ -269,8 +264,7 @@ def start_sampling(vm, d, tag, *args):
     out, err = os.path.join(d, tag + ".out"), os.path.join(d, tag + ".err")
     with open(out, "w") as fo, open(err, "w") as fe:
         p = spawn_tool(TOOL, "-v", *args, vm.pid, stdout=fo, stderr=fe)
-    check(wait_for(lambda: "code entries" in open(err).read(), timeout=10),
-          "erlang-sample did not start sampling", open(err).read())
+    wait_sampling(p, err)
     return p, out, err
 
 
@@ -278,7 +272,7 @@ def finish_sampling(p, out, err):
     """Wait for start_sampling's erlang-sample: (stdout, stderr) of a run
     that exited 0."""
     try:
-        p.wait(timeout=30)
+        p.wait(timeout=30 * time_scale())
     except subprocess.TimeoutExpired:
         p.kill()
         check(False, "erlang-sample did not finish")
@@ -318,8 +312,10 @@ def test_nif_loaded_after_attach(target):
         m = re.search(r"lost (\d+), throttled \d+; rings enlarged (\d+)", err)
         check(m and int(m.group(2)) >= 1, "the busy thread's ring was never enlarged", err)
         check(int(m.group(1)) <= 0.01 * received, "the kernel lost %s samples" % m.group(1), err)
-        check(processed >= 0.9 * received, "only %d of %d samples processed (< 90%%): the "
-              "NIF's samples were dropped" % (processed, received), out + err)
+        # The NIF's samples are not dropped: drops a loaded machine does
+        # not explain <= 10 % (was: processed >= 90 % of received).
+        from xbtest import sample_stats
+        check_drops(sample_stats(err), "NIF loaded while sampling", max_other=0.1)
         work = [n for n, name, _, tag in rows if name == "xb_nif_work" and tag == "[xb_nif.so]"]
         check(work and work[0] >= 0.4 * processed, "xb_nif_work [xb_nif.so] is not most of the "
               "profile (two threads burn in it for ~4 of the 5 s)", out)
@@ -364,10 +360,12 @@ def test_nif_loaded_after_attach(target):
         check(erlang_rows(rows) and erlang_rows(rows)[0][1] in ("xb_nif:loop/2", "xb_nif:spin/1"),
               "--blame xb_nif_work does not put the NIF's caller first", r.out)
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
-        r2 = sample(vm, "--pstack", timeout=20)
-        check(re.search(r"xb_nif_caller\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/2 \[Erlang\]", r2.out),
-              "--pstack does not show xb_nif_caller in xb_nif_work under xb_nif:loop/2", r2.out)
+        # --pstack shows one sample per scheduler: most, not all, are in
+        # xb_nif_work (others in the NIF's callers): up to 3 looks.
+        r2 = pstack_until(vm, r"xb_nif_caller\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work "
+                          r"\[xb_nif\.so\]\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:loop/2 \[Erlang\]")
+        check(r2.matched, "--pstack does not show xb_nif_caller in xb_nif_work under "
+              "xb_nif:loop/2 (3 looks)", r2.out)
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
         m = re.search(r"\((\d+) with no Erlang code above it\)", r.out)
         check(m and int(m.group(1)) > 0, "--blame counted none of the burner thread's samples "
@@ -381,65 +379,114 @@ def test_nif_loaded_after_attach(target):
         check(rows and rows[0][1] == "xb_nif:dirty_loop/1" and rows[0][0] >= 0.5 * processed,
               "--blame xb_nif_work does not put the dirty NIF's caller first", r.out)
         log("dirty NIF: %d of %d samples under xb_nif:dirty_loop/1" % (rows[0][0], processed))
-        r2 = sample(vm, "--pstack", timeout=20)
-        check(re.search(r"^dirty CPU scheduler \d+ \(tid \d+\): process <[\d.]+> xb_nif_dirty_caller\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
-                        r"(\s+#.*\n)*?  -- the Erlang stack of <[\d.]+>, which waits for this scheduler:\n"
-                        r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:dirty_loop/1 \[Erlang\]", r2.out, re.M),
-              "--pstack does not show the dirty CPU scheduler working for xb_nif_dirty_caller", r2.out)
+        # (A sample between the NIF and the next job, e.g. in
+        # erts_nfunc_schedule, is a true stack too: up to 3 looks.)
+        r2 = pstack_until(vm, r"^dirty CPU scheduler \d+ \(tid \d+\): process <[\d.]+> xb_nif_dirty_caller\n"
+                          r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif_work \[xb_nif\.so\]\n"
+                          r"(\s+#.*\n)*?  -- the Erlang stack of <[\d.]+>, which waits for this scheduler:\n"
+                          r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_nif:dirty_loop/1 \[Erlang\]")
+        check(r2.matched, "--pstack does not show the dirty CPU scheduler working for "
+              "xb_nif_dirty_caller in xb_nif_work (3 looks)", r2.out)
         check(re.search(r"^dirty I/O schedulers: \d+ of \d+ not seen working for a process$", r2.out, re.M),
               "--pstack does not account for the idle dirty I/O schedulers", r2.out)
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
         # Between two jobs the dirty scheduler is in erts_schedule: that is
-        # not work for the process it picks up next.
-        folded = sample(vm, "-d", "1", "--format", "folded").out
-        sched = [line for line in folded.splitlines()
-                 if "xb_nif:dirty_loop/1;" in line and ";erts_dirty_process_main;erts_schedule" in line]
+        # not work for the process it picks up next.  Needs such samples:
+        # sampled until at least 3 were seen (a few per second at 997 Hz).
+        seen, sched, secs = 0, [], 1
+        for attempt in range(4):
+            vm.eval("xb_nif:start_dirty(%d)" % (secs * 1000 + 2000))
+            folded = sample(vm, "-d", str(secs), "--format", "folded").out
+            for line in folded.splitlines():
+                if ";erts_dirty_process_main;erts_schedule" in line:
+                    seen += int(line.rsplit(" ", 1)[1])
+                    if "xb_nif:dirty_loop/1" in line:
+                        sched.append(line)
+            if seen >= 3:
+                break
+            secs *= 2
+        check(seen >= 3, "only %d dirty-scheduler samples in erts_schedule (under "
+              "erts_dirty_process_main) in %d attempts: nothing to check" % (seen, attempt + 1),
+              folded[:3000])
+        log("%d dirty-scheduler samples in erts_schedule, %d charged to the process"
+            % (seen, len(sched)))
         check(not sched, "dirty-scheduler samples in erts_schedule charged to xb_nif:dirty_loop/1",
               "\n".join(sched))
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
         check_no_garbage(vm, names, "NIF loaded while sampling")  # after the loop ended
 
 
+def pstack_until(vm, pattern, tries=3):
+    """--pstack until its output matches pattern (re.M): the result, with
+    .matched set.  One sample per scheduler is a snapshot; a stack that is
+    right but one frame off what the test looks for is luck, not a bug."""
+    for attempt in range(tries):
+        r = sample(vm, "--pstack", timeout=20)
+        r.matched = bool(re.search(pattern, r.out, re.M))
+        if r.matched:
+            break
+    return r
+
+
+def so_start(vm, name):
+    """Where the shared object NAME is mapped in the VM (hex text), or None."""
+    with open("/proc/%d/maps" % vm.pid) as f:
+        return next((line.split("-")[0] for line in f if line.rstrip().endswith("/" + name)), None)
+
+
 @per_vm()
 def test_nif_library_replaced_while_sampling(target):
     """A NIF library unloaded while we sample, and another one loaded in its
-    place (often at the very same address): the new code is named from the
-    new file, not from the old one's symbols."""
+    place at the very same address (required: the case where the old file's
+    symbols would fit the new code): the new code is named from the new
+    file, and from the old one's symbols for at most 250 ms (README).
+
+    Library A is mapped when erlang-sample attaches but does not run; B
+    replaces it and runs on one scheduler.  Every sample named from A's
+    symbols is B's code misnamed, and cpu-clock samples CPU time: at
+    -F 997 a 250 ms window holds at most ~250 of them (plus 20 % slack)."""
     d = tmpdir()
     lib_a = build_nif(target, d)
     lib_b = build_nif(target, d, "xb_nif_b", ["XB_NIF_B"])
-    with VM(target, schedulers=2) as vm:
-        vm.eval('ok = xb_nif:load("%s")' % lib_a)
-        vm.eval("xb_nif:start(60000, polite)")
-
-        def so_start(name):
-            with open("/proc/%d/maps" % vm.pid) as f:
-                return next((line.split("-")[0] for line in f if line.rstrip().endswith("/" + name)), None)
-        a_at = so_start("xb_nif.so")
-        run = start_sampling(vm, d, "table", "-d", "4", "-t", "50")
-        # Unload the module and its library (code:purge unmaps the .so), then
-        # load both again, the library from the other file.  Evaluated by
-        # xb_ctl, which runs no xb_nif code itself: purge would kill it.
-        vm.eval('xb_nif:stop(), true = code:delete(xb_nif), code:purge(xb_nif), '
-                '{module, xb_nif} = code:load_file(xb_nif), ok = xb_nif:load("%s"), '
-                'xb_nif:start(60000, polite)' % lib_b)
-        b_at = so_start("xb_nif_b.so")
-        check(so_start("xb_nif.so") is None, "the first library is still mapped")
-        out, errtext = finish_sampling(*run)
-        processed, received, rows = parse_table(out)
-        got = {(name, tag): n for n, name, _, tag in rows}
-        old = got.get(("xb_nif_work", "[xb_nif.so]"), 0)
-        new = got.get(("xb_nif_work_b", "[xb_nif_b.so]"), 0)
-        log("library B mapped %s library A (0x%s); processed %d: xb_nif_work %d, xb_nif_work_b %d"
-            % ("at the address of" if a_at == b_at else "away from", a_at, processed, old, new))
-        # The old library ran only until the reload right after start-up
-        # (and at most 250 ms more are named from it before the check).
-        check(new >= 0.7 * processed, "the new library's xb_nif_work_b is not most of the profile "
-              "(%d of %d)" % (new, processed), out)
-        check(old <= 0.15 * processed, "%d samples named from the unloaded library" % old, out)
-        m = re.search(r"module changes since attaching (\d+)", errtext)
-        check(m and int(m.group(1)) >= 1, "no module change was noticed", errtext)
+    same = None
+    for attempt in range(3):
+        with VM(target, schedulers=2) as vm:
+            vm.eval('ok = xb_nif:load("%s")' % lib_a)
+            a_at = so_start(vm, "xb_nif.so")
+            check(a_at, "xb_nif.so is not mapped after loading it")
+            run = start_sampling(vm, d, "table%d" % attempt, "-d", "4", "-F", "997", "-t", "50")
+            # Unload the module and its library (code:purge unmaps the .so),
+            # then load both again, the library from the other file.
+            # Evaluated by xb_ctl, which runs no xb_nif code itself.
+            vm.eval('true = code:delete(xb_nif), code:purge(xb_nif), '
+                    '{module, xb_nif} = code:load_file(xb_nif), ok = xb_nif:load("%s"), '
+                    'xb_nif:start(60000, polite)' % lib_b)
+            b_at = so_start(vm, "xb_nif_b.so")
+            check(so_start(vm, "xb_nif.so") is None, "the first library is still mapped")
+            out, errtext = finish_sampling(*run)
+            if a_at != b_at:
+                log("attempt %d: library B mapped at 0x%s, away from A (0x%s): again"
+                    % (attempt + 1, b_at, a_at))
+                continue
+            same = (out, errtext, a_at)
+            break
+    check(same, "library B was never mapped at library A's address in 3 attempts: the case "
+          "this test is about did not happen")
+    out, errtext, a_at = same
+    t = parse_table(out)
+    got = {(name, tag): n for n, name, _, tag in t.rows}
+    old = sum(n for (name, tag), n in got.items() if tag == "[xb_nif.so]")
+    new = got.get(("xb_nif_work_b", "[xb_nif_b.so]"), 0)
+    log("library B mapped at the address of library A (0x%s); processed %d: named from A %d, "
+        "xb_nif_work_b %d" % (a_at, t.processed, old, new))
+    check(new >= 300, "only %d samples of the new library's xb_nif_work_b (its loop ran ~3 s)"
+          % new, out + errtext)
+    check(new >= 0.5 * t.processed, "the new library's xb_nif_work_b is not most of the profile "
+          "(%d of %d)" % (new, t.processed), out)
+    check(old <= 0.25 * 997 * 1.2, "%d samples of the new code named from the unloaded library "
+          "(about %.0f ms of CPU; README: at most 250 ms)" % (old, 1000.0 * old / 997), out)
+    m = re.search(r"module changes since attaching (\d+)", errtext)
+    check(m and int(m.group(1)) >= 1, "no module change was noticed", errtext)
 
 
 @per_vm()
@@ -450,14 +497,13 @@ def test_gc_heavy_process_keeps_its_samples(target):
     drain interval after the sample, by when it has usually moved.  Such
     samples keep the innermost function (from the sampled registers) under
     a "[callers unknown]" root frame instead of being dropped, which would
-    under-count the processes that allocate most."""
+    under-count the processes that allocate most.  Drops other than "too
+    stale" (the skid bound, which a loaded machine hits) <= 5 %."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_alloc")
         received, processed, stacks, r = sample_folded(vm, 3)
-        check(processed >= 0.95 * received,
-              "processed %d of %d samples (< 95%%) of a GC-heavy process" % (processed, received),
-              r.err)
+        check_drops(stats(r), "GC-heavy process", allowed=("too stale",))
         on_gc = sum(n for f, n in stacks if "xb_gc:alloc_loop/1" in f)
         check(on_gc >= 0.5 * processed,
               "xb_gc:alloc_loop/1 is on only %d of %d stacks" % (on_gc, processed), r.out[:2000])
@@ -477,44 +523,64 @@ def test_gc_heavy_process_keeps_its_samples(target):
                   "fragment: %s" % ";".join(frames))
         log("%d of %d samples processed, %d with only the innermost Erlang function"
             % (processed, received, partial))
-        check_no_garbage(vm, [f for fr, _ in stacks for f in fr
-                              if re.match(r"^[^\[]+:.+/\d+$", f) and "::" not in f], "GC-heavy folded")
+        counts = {}
+        for fr, n in stacks:
+            for f in fr:
+                if ERLANG_FRAME.match(f) and "::" not in f:
+                    counts[f] = counts.get(f, 0) + n
+        check_no_garbage(vm, counts, "GC-heavy folded", expect=r"^xb_gc:(alloc_loop|run)/1$",
+                         never=r"^xb_gc:(start|stop|gcs)/")
+
+
+def scheduler_cpu_ns(vm):
+    """CPU time (ns) the VM's normal scheduler threads have used so far."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % vm.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
+                if not re.match(r"^\d+_scheduler$", f.read().strip()):
+                    continue
+            with open("/proc/%d/task/%s/schedstat" % (vm.pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
 
 
 @per_vm()
 def test_idle_pstack(target):
     """On an idle VM --pstack reports every scheduler idle and exits 0
-    promptly; --idle-scheduler-stacks shows where they wait."""
+    promptly; --idle-scheduler-stacks shows where they wait.  "Idle" is
+    checked, not assumed: the schedulers' CPU time over the run; a run in
+    which they did work (a VM housekeeping job) is repeated."""
     with VM(target, schedulers=2) as vm:
-        time.sleep(0.5)
-        # "Idle" is the VM's business: its own processes (logger_sup
-        # hibernating, timers) run now and then, and on a loaded machine a
-        # snapshot can catch one.  A scheduler running a system process is
-        # not a failure; both idle must be seen within a few snapshots.
-        outs = []
-        for _ in range(5):
+        vm.wait_code_quiet()
+        for attempt in range(3):
+            c0 = scheduler_cpu_ns(vm)
             t0 = time.monotonic()
             r = sample(vm, "--pstack", timeout=20)
             took = time.monotonic() - t0
-            check(took < 4.0, "--pstack on an idle VM took %.1f s" % took)
-            outs.append(r.out)
+            busy_ms = (scheduler_cpu_ns(vm) - c0) / 1e6
             idle = re.findall(r"^scheduler (\d+) \(tid \d+\): idle(?: \(in scheduler code, no process\))?$",
                               r.out, re.M)
-            if sorted(idle) == ["1", "2"]:
+            if sorted(idle) == ["1", "2"] or busy_ms < 5:
                 break
-        check(sorted(idle) == ["1", "2"], "expected schedulers 1 and 2 idle in one of %d snapshots" % len(outs),
-              "\n---\n".join(outs))
-        if len(outs) > 1:
-            log("both idle in snapshot %d; before: %s" % (len(outs), " | ".join(
-                l for o in outs[:-1] for l in o.splitlines() if l.startswith("scheduler") and "idle" not in l)))
+            log("attempt %d: the schedulers used %.1f ms of CPU during --pstack (not idle): "
+                "again" % (attempt + 1, busy_ms))
+        limit = 4.0 * time_scale()
+        check(took < limit, "--pstack on an idle VM took %.1f s (limit %.0f s)" % (took, limit))
+        check(sorted(idle) == ["1", "2"], "expected schedulers 1 and 2 idle (they used %.1f ms "
+              "of CPU meanwhile)" % busy_ms, r.out)
         r2 = sample(vm, "--pstack", "--idle-scheduler-stacks", timeout=20)
         blocks = [b for b in re.split(r"(?m)^(?=scheduler )", r2.out) if b.startswith("scheduler")]
-        check(blocks and all(re.search(r"^\s+#0\s+0x[0-9a-f]+ \S+", b, re.M) for b in blocks),
+        check(len(blocks) == 2 and all(re.search(r"^\s+#0\s+0x[0-9a-f]+ \S+", b, re.M) for b in blocks),
               "an idle scheduler has no waiting stack", r2.out)
         # A stripped OTP 29 beam names none of its internal functions; its
         # idle stacks still end in the JIT's scheduler loop.
-        marks = ["erts_schedule"] if not (target.debug == "dynsym" and target.otp == "29") else \
+        marks = ["erts_schedule"] if not SKIP_REASONS["stripped-otp29"][1](target) else \
             ["erts_schedule", "global::process_main", "(Erlang scheduler loop)"]
+        # (Not every one: on OTP 27/29 a scheduler asleep in ethr_event_twait
+        # is unwound no further than that, which does say where it waits.)
         check(any(m in b for b in blocks for m in marks),
               "no idle stack passes through %s" % " or ".join(marks), r2.out)
 
@@ -524,48 +590,47 @@ def test_vm_killed_midrun(target):
     """The VM dies while we sample: print what was gathered, say so, exit 0."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
-        # Kill it once sampling runs (-v says so before the loop), not
-        # while we attach: that case is test_hostile's
-        # test_vm_exits_during_attach.  On a loaded machine attaching can
-        # take longer than any fixed delay.
-        p = spawn_tool(TOOL, "-v", "-d", "60", str(vm.pid))
-        first = ""
-        for _ in range(50):  # notes may come first
-            line = p.stderr.readline().decode()
-            first += line
-            if not line or (line.startswith("erlang-sample ") and "threads" in line):
-                break
-        check("threads;" in first, "no -v line before sampling started: %r" % first)
-        time.sleep(2.0)
+        wait_running(vm, "xb_split")
+        d = tmpdir()
+        p, out, err = start_sampling(vm, d, "killed", "-d", "60")
+        time.sleep(1.5)  # sampling, not synchronisation: what it gathers
         vm.kill()
         try:
-            out, err = p.communicate(timeout=10)
+            p.wait(timeout=10 * time_scale())
         except subprocess.TimeoutExpired:
             p.kill()
             check(False, "erlang-sample did not stop within 10 s of the VM's death")
-        out, err = out.decode(), first + err.decode()
+        out, err = open(out).read(), open(err).read()
         check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
         processed, received, rows = parse_table(out)
-        check(processed > 100 and rows, "nothing gathered before the VM died", out)
+        check(processed >= 100, "only %d samples gathered before the VM died" % processed, out)
         check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)
 
 
 @per_vm()
 def test_skid_summary(target):
-    """--skid-summary: p50/p90/p99/max in microseconds and the stale count."""
+    """--skid-summary: p50/p90/p99/max in microseconds and the stale count,
+    which matches -v's counters (too stale + process moved on)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_copy:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_sender")
         # The perf path reads live (with BPF capture nothing is: see
         # test_capture.py)
-        r = sample(vm, "-d", "2", "--skid-summary", "--capture", "perf")
-        m = re.search(r"skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
-                      r"max (\d+)  \((\d+) samples\); discarded as too stale \(> [0-9.]+ ms\): (\d+)",
-                      r.out)
+        r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", "perf")
+        m = re.search(r"^skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
+                      r"max (\d+)  \((\d+) samples\); discarded as too stale \(> ([0-9.]+) ms\): (\d+)$",
+                      r.out, re.M)
         check(m, "no skid summary line", r.out)
         p50, p90, p99, mx, n = (int(m.group(i)) for i in range(1, 6))
-        check(n > 0 and p50 <= p90 <= p99 <= mx, "percentiles out of order", r.out)
+        check(n >= 50 and p50 <= p90 <= p99 <= mx, "too few skid samples (%d) or percentiles out "
+              "of order" % n, r.out)
+        check(float(m.group(6)) == 10.0, "the default bound is not 10 ms", r.out)
+        st = stats(r)
+        check(int(m.group(7)) == st["drops"]["too stale"] + st["drops"]["process moved on"],
+              "discarded as too stale %s, -v says too stale %d + process moved on %d"
+              % (m.group(7), st["drops"]["too stale"], st["drops"]["process moved on"]), r.out + r.err)
+        t = parse_table(r.out)  # the summary line is part of the table's output
+        check(t.processed > 0, "nothing processed")
 
 
 def test_bad_input():
@@ -596,22 +661,24 @@ def test_bad_input():
 def test_unprivileged(target):
     """Run as an unprivileged user against root's VM: one line naming the
     capabilities needed, non-zero exit."""
-    tool = tool_path(TOOL)
     if subprocess.run(["sh", "-c", "command -v setpriv"], stdout=subprocess.DEVNULL).returncode:
-        skip("setpriv (util-linux) not installed")
-    # nobody must be able to reach the binary
+        skip_because("needs-package", target, "setpriv (util-linux) not installed")
+    tool = nobody_copy(TOOL)
     r0 = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                   tool, "--version"], timeout=10)
-    if r0.rc != 0:
-        skip("the build directory is not accessible to user nobody: %s" % r0.err.strip())
+    check(r0.rc == 0 and r0.out.startswith(TOOL), "user nobody cannot run %s --version" % tool,
+          r0.describe())
     with VM(target, schedulers=1) as vm:
         r = run_cmd(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                      tool, "-d", "1", str(vm.pid)], timeout=20)
         lines = [l for l in r.err.splitlines() if l.strip()]
         check(r.rc > 0, "exit %s as nobody" % r.rc, r.describe())
         check(len(lines) == 1, "expected one line", r.describe())
-        check("CAP_PERFMON" in lines[0] and ("perf_event_paranoid" in lines[0]) and
-              "CAP_SYS_PTRACE" in lines[0], "message does not name the capabilities", r.describe())
+        # At the default perf_event_paranoid (2) user space can be sampled
+        # with ptrace access alone: the one thing missing is CAP_SYS_PTRACE
+        # (test_promises.test_privileges_say_which_is_missing covers the rest).
+        check("CAP_SYS_PTRACE" in lines[0] and "CAP_PERFMON" not in lines[0],
+              "message does not name the missing capability (and only it)", r.describe())
 
 
 @per_vm()
@@ -619,7 +686,7 @@ def test_max_callchain_depth(target):
     """--max-callchain-depth caps the Erlang frames kept, and says so."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         r = sample(vm, "--pstack", "--max-callchain-depth", "3", timeout=20)
         mine = [b for b in re.split(r"(?m)^(?=scheduler )", r.out) if "xb_deep" in b[:200]]
         check(mine, "no scheduler shows the xb_deep process", r.out)
@@ -634,12 +701,15 @@ def test_include_kernel(target):
     """--include-kernel adds kernel frames (a process stat()ing a file in a
     loop keeps the VM in system calls), tagged [kernel]."""
     with VM(target, schedulers=2) as vm:
-        vm.eval('spawn(fun L() -> file:read_file_info("/proc/self/stat"), L() end)')
-        time.sleep(0.5)
+        vm.eval('register(xb_stat, spawn(fun L() -> file:read_file_info("/proc/self/stat"), '
+                'L() end))')
+        wait_running(vm, "xb_stat")
         r = sample(vm, "-d", "3", "--include-kernel", "-t", "10000")
         processed, received, rows = parse_table(r.out)
         kernel = [row for row in rows if row[3] == "[kernel]"]
-        check(kernel, "no [kernel] rows with --include-kernel", r.out)
+        check(sum(k[0] for k in kernel) >= 0.05 * processed,
+              "[kernel] rows hold only %d of %d samples with --include-kernel (a process in "
+              "system calls all the time)" % (sum(k[0] for k in kernel), processed), r.out)
         r2 = sample(vm, "-d", "2", "-t", "10000")
         _, _, rows2 = parse_table(r2.out)
         check(not [row for row in rows2 if row[3] == "[kernel]"],
@@ -660,16 +730,16 @@ def test_code_loading_while_sampling(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         vm.eval(LOADER)
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         r = sample(vm, "-d", "4", "-v", "-t", "1000")
         processed, received, rows = parse_table(r.out)
         # Samples in code younger than the last map rebuild (at most one
         # per 100 ms) cannot be named and are dropped, not guessed.  The
         # interpreter's rebuild reads every module (~40 ms here), so more
         # of its samples wait for one.
+        # Stale reads (a loaded machine) aside.
         floor = 0.85 if target.jit else 0.7
-        check(processed >= floor * received, "only %d of %d samples processed (< %d%%)"
-              % (processed, received, 100 * floor), r.out + r.err)
+        check_drops(stats(r), "sampling during code loading", max_other=1 - floor)
         m = re.search(r"code map refreshes (\d+)", r.err)
         check(m and int(m.group(1)) > 0, "the code map was never refreshed", r.err)
         r2 = sample(vm, "--pstack", timeout=20)

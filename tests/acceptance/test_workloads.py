@@ -5,9 +5,9 @@ tests rely on these properties."""
 import os
 import re
 import shutil
-import time
 
-from xbtest import VM, check, log, per_vm, run_cmd, skip, tmpdir
+from xbtest import VM, check, log, no_asan, per_vm, run_cmd, skip_because, tmpdir
+from xbsample import wait_running
 
 TARGETS = ["stock", "otp25-emu-dwarf"]
 
@@ -21,6 +21,7 @@ def sample_expr(name, n, ms, what):
             "|| _ <- lists:seq(1, %d)] end" % (name, ms, what, n))
 
 
+@no_asan("checks the workload from inside the VM and with perf: none of our tools runs")
 @per_vm(only=TARGETS)
 def test_split_always_busy_in_its_functions(target):
     """In-VM view: the process never waits and is in hot_a/1, hot_b/1 or the
@@ -28,7 +29,7 @@ def test_split_always_busy_in_its_functions(target):
     the BIF, where the process yields, so the split is checked with perf)."""
     with VM(target) as vm:
         vm.start_workload("xb_split", 80)
-        time.sleep(0.2)
+        wait_running(vm, "xb_split")
         res = vm.eval("S = " + sample_expr("xb_split", 200, 5, "current_function") + ", "
                       "{length([x || {xb_split, hot_a, 1} <- S]), "
                       "length([x || {xb_split, hot_b, 1} <- S]), "
@@ -43,22 +44,23 @@ def test_split_always_busy_in_its_functions(target):
         check("waiting" not in st, "xb_split was seen waiting: %s" % st)
 
 
+@no_asan("checks the workload from inside the VM and with perf: none of our tools runs")
 @per_vm(flavor="jit", only=["stock", "otp25-jit-dwarf"])
 def test_split_ratio_seen_by_perf(target):
     """OS-level view: perf (cpu-clock) with the VM's own +JPperf map sees
     hot_a/1 : hot_b/1 = 80 : 20 for xb_split:start(80)."""
     perf = shutil.which("perf")
     if not perf:
-        skip("perf (linux-perf) is not installed")
+        skip_because("needs-package", target, "perf (linux-perf) is not installed; "
+                     "tests/run-all.sh installs it")
     with VM(target, ["+JPperf", "map"]) as vm:
         try:
             vm.start_workload("xb_split", 80)
-            time.sleep(0.3)
+            wait_running(vm, "xb_split")
             data = os.path.join(tmpdir(), "perf.data")
             r = run_cmd([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "-p", str(vm.pid),
                          "-o", data, "--", "sleep", "2"], timeout=30)
-            if r.rc != 0:
-                skip("perf record does not work here: %s" % r.err.strip()[-200:])
+            check(r.rc == 0, "perf record does not work here", r.describe())
             r = run_cmd([perf, "script", "-i", data, "-F", "ip,sym"], timeout=60)
             check(r.rc == 0, "perf script failed", r.describe())
             syms = [l.strip().partition(" ")[2] for l in r.out.splitlines() if l.strip()]
@@ -78,11 +80,12 @@ def test_split_ratio_seen_by_perf(target):
                 pass
 
 
+@no_asan("checks the workload from inside the VM and with perf: none of our tools runs")
 @per_vm(only=TARGETS)
 def test_deep_keeps_its_frames(target):
     with VM(target) as vm:
         vm.start_workload("xb_deep")
-        time.sleep(0.1)
+        wait_running(vm, "xb_deep")
         st = vm.eval("{current_stacktrace, S} = process_info(whereis(xb_deep), "
                      "current_stacktrace), [{F, A} || {xb_deep, F, A, _} <- S]")
         names = re.findall(r"\{(\w+),(\d+)\}", st)
@@ -94,11 +97,12 @@ def test_deep_keeps_its_frames(target):
         check("waiting" not in st2, "xb_deep was seen waiting")
 
 
+@no_asan("checks the workload from inside the VM and with perf: none of our tools runs")
 @per_vm(only=TARGETS)
 def test_copy_sends_in_send_loop(target):
     with VM(target) as vm:
         vm.start_workload("xb_copy")
-        time.sleep(0.3)
+        wait_running(vm, "xb_sender")
         res = vm.eval("S = " + sample_expr("xb_sender", 200, 5, "current_function") + ", "
                       "W = [element(2, process_info(whereis(xb_sender), status)) "
                       "|| _ <- lists:seq(1, 100)], "
@@ -119,11 +123,12 @@ def test_copy_sends_in_send_loop(target):
         check(maxq <= 300, "the receiver's queue grew to %d" % maxq)
 
 
+@no_asan("checks the workload from inside the VM and with perf: none of our tools runs")
 @per_vm(only=TARGETS)
 def test_gc_collects_often(target):
     with VM(target) as vm:
         vm.start_workload("xb_gc")
-        time.sleep(0.2)
+        wait_running(vm, "xb_alloc")
         res = vm.eval("P = whereis(xb_alloc), {garbage_collection, G0} = process_info(P, "
                       "garbage_collection), N0 = xb_gc:gcs(), timer:sleep(1000), N1 = xb_gc:gcs(), "
                       "{current_function, F} = process_info(P, current_function), "

@@ -19,6 +19,11 @@ Targets
         target names.  Undecorated tests run once, with no argument.
     @timeout(SECONDS)
         this test's time limit (default: run.py --timeout, 120 s).
+    @no_asan("why")
+        not re-run in run.py --asan's sanitizer pass: for tests that run
+        none of our tools from the build directory under test, and for tests
+        of timing or counting semantics whose code paths other tests run
+        sanitized (the pass must stay affordable); say which in "why".
     @suite(NAME...)
         run only in these suites (e.g. "package"); others run in default
         and matrix.
@@ -44,6 +49,30 @@ Other helpers: tmpdir() (a fresh directory for the current test, removed
 afterwards), check(cond, msg, detail=None), wait_for(pred, timeout, step),
 read_info(dir), all_targets(), elf_debug_kind(path), log(msg) (printed
 indented under the test's result line).
+
+Skipping
+    A test may skip only for a documented reason that applies to the target
+    it runs on:  skip_because("stripped-otp29", target, "detail").  The keys
+    are SKIP_REASONS below (tests/README.md lists them); a key whose
+    condition does not hold for the target is a test error (FAIL).  The old
+    skip("why") still works, but `run.py --strict` (what run-all.sh runs)
+    reports such an undocumented skip as FAIL, and also a documented one whose
+    entry says it is not acceptable in CI (e.g. a missing package: run-all.sh
+    installs them).
+
+Checks every test gets for free (run.py)
+    - the binaries are current: tool_path() refuses a build directory in which
+      ninja still has work (a failed build leaves old binaries behind);
+    - sanitizer reports: ASAN_OPTIONS/UBSAN_OPTIONS log_path points into the
+      test's own directory; any report written there by ANY of our tools, in
+      the foreground (run_tool) or the background (spawn_tool), fails the test;
+    - every `erlang-sample -v` statistics line seen (run_tool's stderr, and the
+      stderr of spawn_tool'ed tools, piped or written to a file) must account
+      for every sample: received - processed == the sum of the drop counters,
+      and the "innermost Erlang function only" note is printed iff those
+      samples exceed 10 % of the processed ones (check_sample_stats()).
+    - time_scale(): 1, or 3 under the sanitizer build (XB_TIME_SCALE
+      overrides): multiply wall-clock limits by it.
 """
 
 import atexit
@@ -75,7 +104,12 @@ MATRIX_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf", "otp27-jit", "o
 
 
 class Skip(Exception):
-    """Raised to skip a test (reported as SKIP with the message)."""
+    """Raised to skip a test (reported as SKIP with the message).  `key` is
+    the SKIP_REASONS entry it was raised for (None: undocumented)."""
+
+    def __init__(self, msg, key=None):
+        Exception.__init__(self, msg)
+        self.key = key
 
 
 class TestTimeout(BaseException):
@@ -83,7 +117,69 @@ class TestTimeout(BaseException):
 
 
 def skip(reason):
+    """Undocumented skip: allowed by run.py, a FAIL under run.py --strict."""
     raise Skip(reason)
+
+
+def _otp_major(t):
+    try:
+        return int(str(t.otp).split(".")[0])
+    except (ValueError, AttributeError):
+        return 0
+
+
+# Documented reasons to skip: key -> (what it means, applies(target or
+# None), acceptable in strict mode (CI)).  Keep tests/README.md in step.
+SKIP_REASONS = {
+    "stripped-otp29": (
+        "a stripped OTP >= 29 beam names none of its internal functions (only its API is "
+        "exported), so a test about a named internal C function has nothing to look for",
+        lambda t: t is not None and t.present and t.debug == "dynsym" and _otp_major(t) >= 29,
+        True),
+    "jit-only": (
+        "the test needs a JIT VM (a +JP option, JIT code) and the target is the interpreter",
+        lambda t: t is not None and t.present and t.flavor == "emu",
+        True),
+    "target-not-built": (
+        "the VM target is not built (tests/build-vms.sh); run-all.sh builds the suite's VMs",
+        lambda t: t is not None and not t.present,
+        False),
+    "needs-package": (
+        "a Debian package the test needs is not installed (run-all.sh installs them all)",
+        lambda t: True,
+        False),
+    "needs-root": (
+        "the test needs root (CI runs as root)",
+        lambda t: os.geteuid() != 0,
+        False),
+}
+
+
+def skip_because(key, target=None, detail=""):
+    """Skip for a documented reason (SKIP_REASONS) that must apply to target."""
+    if key not in SKIP_REASONS:
+        raise AssertionError("skip_because(%r): not a documented skip reason (%s)"
+                             % (key, ", ".join(sorted(SKIP_REASONS))))
+    what, applies, _ = SKIP_REASONS[key]
+    if not applies(target):
+        raise AssertionError("test wanted to skip as %r (%s), which does not apply to %r%s"
+                             % (key, what, target, ": " + detail if detail else ""))
+    raise Skip("[%s] %s" % (key, detail or what), key)
+
+
+def skip_ok_in_strict(exc):
+    """Is this Skip acceptable under run.py --strict?"""
+    key = getattr(exc, "key", None)
+    return key in SKIP_REASONS and SKIP_REASONS[key][2]
+
+
+def time_scale():
+    """Factor for wall-clock limits: 3 under the sanitizer build (ASan makes
+    our tools 2-3x slower), 1 otherwise; XB_TIME_SCALE overrides."""
+    v = os.environ.get("XB_TIME_SCALE")
+    if v:
+        return float(v)
+    return 3.0 if sanitized() else 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -99,6 +195,16 @@ def per_vm(flavor=None, debug=None, only=None, exclude=None):
 def timeout(seconds):
     def deco(fn):
         fn.xb_timeout = seconds
+        return fn
+    return deco
+
+
+def no_asan(reason):
+    """Leave this test out of run.py --asan's sanitizer pass, for a reason
+    that says why the sanitizers could see nothing there (it runs none of
+    our tools, or runs them from build/ through a script)."""
+    def deco(fn):
+        fn.xb_no_asan = reason
         return fn
     return deco
 
@@ -284,6 +390,61 @@ def all_targets():
     return names
 
 
+def derived_target(base, tag, erts_version=None, beam_transform=None):
+    """A copy of target BASE's OTP installation, changed: its erts directory
+    renamed to erts-ERTS_VERSION (a release the tools have no table for),
+    and/or its beam.smp replaced by beam_transform(src, dst) (e.g. objcopy
+    --strip-debug: a .symtab-only beam).  bin/, erts-*/ and releases/ are
+    copied (and erl's ROOTDIR pointed at the copy), lib/ and usr/ linked.
+    Built once per run (run directory); returns a Target named BASE-TAG."""
+    if not base.present:
+        skip_because("target-not-built", base, base.missing)
+    name = "%s-%s" % (base.name, tag)
+    root = os.path.join(run_dir(), "derived", name)
+    old_erts = "erts-" + base.erts
+    new_vsn = erts_version or base.erts
+    new_erts = "erts-" + new_vsn
+    beam = os.path.join(root, new_erts, "bin", os.path.basename(base.beam))
+    done = os.path.join(root, ".done")
+    if not os.path.exists(done):
+        shutil.rmtree(root, True)
+        os.makedirs(root)
+        for d in os.listdir(base.root):
+            src = os.path.join(base.root, d)
+            if d in ("bin", old_erts, "releases"):
+                shutil.copytree(src, os.path.join(root, new_erts if d == old_erts else d),
+                                symlinks=True)
+            elif os.path.isdir(src):
+                os.symlink(src, os.path.join(root, d))
+        for rel in ("bin/erl", "%s/bin/erl" % new_erts, "bin/start", "%s/bin/start" % new_erts):
+            p = os.path.join(root, rel)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p) as f:
+                    text = f.read()
+                text = re.sub(r'(?m)^(\s*)ROOTDIR=.*$',
+                              lambda m: '%sROOTDIR="%s"' % (m.group(1), root), text)
+                text = text.replace(old_erts, new_erts)
+                with open(p, "w") as f:
+                    f.write(text)
+        sed = os.path.join(root, "releases", "start_erl.data")
+        if os.path.exists(sed) and erts_version:
+            with open(sed) as f:
+                data = f.read()
+            with open(sed, "w") as f:
+                f.write(data.replace(base.erts, new_vsn))
+        if beam_transform:
+            tmp = beam + ".orig"
+            os.rename(beam, tmp)
+            beam_transform(tmp, beam)
+            os.unlink(tmp)
+            os.chmod(beam, 0o755)
+        with open(done, "w") as f:
+            f.write("ok\n")
+    info = dict(base.info, name=name, erts=new_vsn, root=root,
+                erl=os.path.join(root, "bin", "erl"), beam=beam, debug=elf_debug_kind(beam))
+    return Target(name, info)
+
+
 # ---------------------------------------------------------------------------
 # per-test context (set by run.py in the test's process)
 
@@ -340,11 +501,90 @@ def build_dir():
     return os.environ.get("XB_BUILD_DIR", os.path.join(ROOT, "build"))
 
 
+def sanitized():
+    """Are our tools the ASan/UBSan build (XB_BUILD_DIR=build-asan)?"""
+    d = build_dir()
+    if os.path.basename(os.path.normpath(d)) == "build-asan":
+        return True
+    try:
+        import json
+        with open(os.path.join(d, "meson-info", "intro-buildoptions.json")) as f:
+            opts = json.load(f)
+        return any(o.get("name") == "b_sanitize" and o.get("value") not in ("none", "", None)
+                   for o in opts)
+    except (OSError, ValueError):
+        return False
+
+
+# What ./build.sh must produce (its OUTPUTS list).
+BUILD_OUTPUTS = ["erlang-sample", "erlang-write-perf-map", "erlang-heapsample", "xb-gen-release", "events_only",
+                 "format_bench", "tests/unit/test_unit", "tests/tools/bpf_capture_check",
+                 "tests/tools/xb-format-writer"]
+_build_ok = {}
+
+
+def build_problem(d=None):
+    """None if build directory d (default build_dir()) is current, else one
+    line saying what is wrong and how to fix it.  Current means: every
+    BUILD_OUTPUTS binary exists and `ninja -n` has nothing to do (ninja's own
+    dependency tracking, headers included).  Without ninja: no binary older
+    than the newest file of src/, include/, meson.build."""
+    d = d or build_dir()
+    if d in _build_ok:
+        return _build_ok[d]
+    fix = "run %s./build.sh" % ("XB_SANITIZE=1 " if os.path.basename(d) == "build-asan" else "")
+    problem = None
+    missing = [o for o in BUILD_OUTPUTS if not os.access(os.path.join(d, o), os.X_OK)]
+    if missing:
+        problem = "%s not built (%s missing): %s" % (d, ", ".join(missing), fix)
+    elif shutil.which("ninja") and os.path.exists(os.path.join(d, "build.ninja")):
+        p = subprocess.run(["ninja", "-C", d, "-n"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True)
+        todo = [l for l in p.stdout.splitlines() if l.startswith("[")]
+        if p.returncode != 0 or todo:
+            problem = ("%s is stale (binaries older than their sources; ninja would run: %s): %s"
+                       % (d, (todo[0] if todo else p.stdout.strip()[-200:]), fix))
+    else:
+        srcs = []
+        for top in ("src", "include", "meson.build"):
+            base = os.path.join(ROOT, top)
+            if os.path.isfile(base):
+                srcs.append(base)
+            for dp, _, fs in os.walk(base):
+                srcs += [os.path.join(dp, f) for f in fs]
+        newest = max(srcs, key=lambda f: os.stat(f).st_mtime) if srcs else None
+        if newest:
+            t = os.stat(newest).st_mtime
+            old = [o for o in BUILD_OUTPUTS[:2] if os.stat(os.path.join(d, o)).st_mtime < t]
+            if old:
+                problem = "%s is stale (%s older than %s): %s" % (
+                    d, ", ".join(old), os.path.relpath(newest, ROOT), fix)
+    _build_ok[d] = problem
+    return problem
+
+
 def tool_path(name):
     p = os.path.join(build_dir(), name)
     if not os.access(p, os.X_OK):
         raise AssertionError("%s not built (run ./build.sh)" % p)
+    problem = build_problem()
+    if problem:
+        raise AssertionError(problem)
     return p
+
+
+def nobody_copy(name):
+    """A copy of our tool NAME that user nobody can run (the build directory
+    may sit under a directory only root can enter, e.g. /root), in the
+    test's directory."""
+    d = os.path.join(tmpdir(), "nobody-bin")
+    os.makedirs(d, exist_ok=True)
+    for p in (tmpdir(), d):  # mkdtemp makes 0700 directories
+        os.chmod(p, 0o755)
+    dst = os.path.join(d, name)
+    shutil.copy2(tool_path(name), dst)
+    os.chmod(dst, 0o755)
+    return dst
 
 
 class Result:
@@ -390,9 +630,121 @@ SANITIZER_TEXT = ("runtime error:", "Sanitizer", "AddressSanitizer", "LeakSaniti
                   "Assertion")
 
 
+def sanitizer_log_dir():
+    """Where this test's sanitizer reports go (run.py sets ASAN_OPTIONS and
+    UBSAN_OPTIONS log_path into it for the test's process); None outside."""
+    return os.environ.get("XB_SAN_DIR")
+
+
+def sanitizer_reports():
+    """[(file, first lines)] of sanitizer reports written so far by this test's tools."""
+    d = sanitizer_log_dir()
+    out = []
+    if d and os.path.isdir(d):
+        for f in sorted(os.listdir(d)):
+            try:
+                with open(os.path.join(d, f), errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            if text.strip():
+                out.append((f, text))
+    return out
+
+
+def check_no_sanitizer_reports(what):
+    reps = sanitizer_reports()
+    if reps:
+        f, text = reps[0]
+        lines = [l for l in text.splitlines() if l.strip()]
+        head = next((l for l in lines if any(t in l for t in SANITIZER_TEXT)), lines[0])
+        raise AssertionError("%s: sanitizer report (%s): %s\n%s" % (
+            what, f, head[:300], "\n".join(lines[:40])))
+
+
+# erlang-sample -v: "...: 2.00 s; received R, processed P; dropped: truncated unwind A,
+# failed validation B, process moved on C, too stale D, no registers E; lost ...;
+# innermost Erlang function only K (heap moved ..., process switched out ...); ..."
+STATS_RE = re.compile(r"received (\d+), processed (\d+); dropped: (.*?); lost (\d+)")
+DROP_RE = re.compile(r"([a-z][a-z ]*?) (\d+)(?:,|$)")
+PARTIAL_RE = re.compile(r"innermost Erlang function only (\d+)")
+PARTIAL_NOTE = "of the samples name only their innermost Erlang function"
+
+
+def sample_stats(err):
+    """The counters of erlang-sample -v's statistics line in stderr text, as a
+    dict (received, processed, lost, partial, and every 'dropped:' counter by
+    name, e.g. 'too stale'), or None when there is no such line."""
+    m = None
+    for m in STATS_RE.finditer(err):
+        pass
+    if not m:
+        return None
+    st = {"received": int(m.group(1)), "processed": int(m.group(2)), "lost": int(m.group(4))}
+    drops = {}
+    for name, n in DROP_RE.findall(m.group(3)):
+        drops[name.strip()] = int(n)
+    st["drops"] = drops
+    line_end = err.find("\n", m.end())
+    rest = err[m.end():line_end if line_end >= 0 else len(err)]
+    pm = PARTIAL_RE.search(rest)
+    st["partial"] = int(pm.group(1)) if pm else None
+    for k in ("lost", "throttled", "rings enlarged", "code map refreshes",
+              "stack copy exhausted", "module changes since attaching"):
+        mm = re.search(re.escape(k) + r" (\d+)", rest)
+        if mm:
+            st[k] = int(mm.group(1))
+    return st
+
+
+# The drop reasons the README names: the -v line must have them (any other
+# counter listed after "dropped:" is added to the sum as well).
+DROP_COUNTERS = ("truncated unwind", "failed validation", "process moved on", "too stale",
+                 "no registers")
+
+
+def check_sample_stats(err, what="erlang-sample -v"):
+    """Every dropped sample is counted: received - processed == the sum of
+    the drop counters; and the note about samples that name only their
+    innermost Erlang function is printed iff they are more than 10 % of the
+    processed samples.  Returns the stats (None when err has no such line)."""
+    st = sample_stats(err)
+    if st is None:
+        return None
+    drops = st["drops"]
+    # Every counter listed after "dropped:" counts (a new drop reason the
+    # tool adds there is summed too); the ones the README names must be there.
+    missing = [k for k in DROP_COUNTERS if k not in drops]
+    check(not missing, "%s: the -v line lacks the drop counters %s" % (what, missing),
+          err[-1500:])
+    total = sum(drops.values())
+    check(st["received"] - st["processed"] == total,
+          "%s: received %d - processed %d = %d samples, but the drop counters add up to %d (%s)"
+          % (what, st["received"], st["processed"], st["received"] - st["processed"], total,
+             ", ".join("%s %d" % kv for kv in sorted(drops.items()))), err[-1500:])
+    check(st["processed"] <= st["received"], "%s: processed > received" % what, err[-1500:])
+    if st["partial"] is not None:
+        noted = PARTIAL_NOTE in err
+        over = st["processed"] > 0 and st["partial"] * 10 > st["processed"]
+        check(noted == over,
+              "%s: %d of %d processed samples name only their innermost Erlang function (%s "
+              "10 %%), but the note is %s" % (what, st["partial"], st["processed"],
+                                              "over" if over else "not over",
+                                              "printed" if noted else "missing"), err[-1500:])
+    return st
+
+
+def _post_run_checks(name, argv, err, what=None):
+    """Checks of one finished run of our tool NAME (stderr text err)."""
+    if name == "erlang-sample" or os.path.basename(str(name)) == "erlang-sample":
+        check_sample_stats(err, what or "erlang-sample %s" % " ".join(map(str, argv[1:])))
+
+
 def run_tool(name, *args, timeout=60, env=None, sanitizer_ok=False):
-    """Run one of our binaries.  A sanitizer or assertion report on its
-    stderr fails the test right here (unless sanitizer_ok)."""
+    """Run one of our binaries.  A sanitizer or assertion report (on its
+    stderr or in the sanitizer log directory) fails the test right here
+    (unless sanitizer_ok); an erlang-sample -v statistics line is checked
+    with check_sample_stats()."""
     full_env = None
     if env:
         full_env = dict(os.environ)
@@ -403,19 +755,95 @@ def run_tool(name, *args, timeout=60, env=None, sanitizer_ok=False):
         if bad:
             raise AssertionError("%s: sanitizer/assertion report: %s\n%s"
                                  % (name, bad[0][:300], r.describe()))
+        check_no_sanitizer_reports("%s %s" % (name, " ".join(str(a) for a in args)))
+    _post_run_checks(name, r.argv, r.err)
     return r
 
 
+# Background tools: (name, argv, stderr file) checked after the test.
+_spawned = []
+
+
+def _tee_stderr(p, path):
+    """Replace p.stderr (a pipe) by a pipe fed by a thread that also writes
+    everything to path, so the test reads it as before and the harness can
+    check it afterwards."""
+    real = p.stderr
+    rfd, wfd = os.pipe()
+    logf = open(path, "wb")
+
+    def pump():
+        try:
+            while True:
+                b = os.read(real.fileno(), 65536)
+                if not b:
+                    break
+                logf.write(b)
+                logf.flush()
+                view = memoryview(b)
+                while view:
+                    try:
+                        n = os.write(wfd, view)
+                    except OSError:  # the test closed its end: keep logging
+                        n = len(view)
+                    view = view[n:]
+        finally:
+            logf.close()
+            try:
+                os.close(wfd)
+            except OSError:
+                pass
+            real.close()
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    p.stderr = os.fdopen(rfd, "rb")
+    return t
+
+
 def spawn_tool(name, *args, env=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
-    """Start a tool in the background (killed at exit if still running)."""
+    """Start a tool in the background (killed at exit if still running).
+    Its stderr (a pipe, or a file the test passed) is checked after the test
+    like run_tool's: sanitizer reports, erlang-sample -v statistics."""
     full_env = None
     if env:
         full_env = dict(os.environ)
         full_env.update(env)
-    p = subprocess.Popen([tool_path(name)] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+    argv = [tool_path(name)] + [str(a) for a in args]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                          stdout=stdout, stderr=stderr, env=full_env, start_new_session=True)
     _track(p)
+    errpath = None
+    if stderr == subprocess.PIPE:
+        errpath = os.path.join(tmpdir(), "spawn-%d.stderr" % p.pid)
+        p._xb_tee = _tee_stderr(p, errpath)
+    elif hasattr(stderr, "name") and isinstance(stderr.name, str):
+        errpath = stderr.name
+    _spawned.append((name, argv, errpath, p))
     return p
+
+
+def _post_test_checks():
+    """Run by run.py after a test function returned: background tools'
+    stderr (sanitizer text, statistics) and the sanitizer log directory."""
+    for name, argv, errpath, p in list(_spawned):
+        tee = getattr(p, "_xb_tee", None)
+        if tee is not None and p.poll() is not None:
+            tee.join(5)
+        if not errpath:
+            continue
+        try:
+            with open(errpath, "rb") as f:
+                err = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        what = "background %s %s" % (name, " ".join(argv[1:]))
+        bad = [l for l in err.splitlines() if any(t in l for t in SANITIZER_TEXT)]
+        check(not bad, "%s: sanitizer/assertion report: %s" % (what, bad[0][:300] if bad else ""),
+              err[-3000:])
+        _post_run_checks(name, argv, err, what)
+    del _spawned[:]
+    check_no_sanitizer_reports("a tool run by this test")
 
 
 _children = set()
@@ -534,12 +962,12 @@ class VM:
 
     def __init__(self, target, extra_args=(), schedulers=2, start_timeout=30, env=None):
         if not target.present:
-            raise Skip("%s: %s" % (target.name, target.missing))
+            skip_because("target-not-built", target, "%s: %s" % (target.name, target.missing))
         self.target = target
         self.extra_args = list(extra_args)
         if any(a.startswith("+JP") for a in self.extra_args) and not target.jit:
-            raise Skip("%s is an %s VM; %s is JIT-only" % (target.name, target.flavor,
-                                                           " ".join(self.extra_args)))
+            skip_because("jit-only", target, "%s is an %s VM; %s is JIT-only"
+                         % (target.name, target.flavor, " ".join(self.extra_args)))
         self.schedulers = schedulers
         self.start_timeout = start_timeout
         self.env = env

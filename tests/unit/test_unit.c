@@ -158,11 +158,28 @@ static void t_quote_truncation(void)
 	CHECK(out[6] == 'X', "wrote past outlen");
 	n = xb_atom_quote("hello", 5, out, 0);
 	CHECK(n == 0 && out[0] == '\'', "outlen 0 wrote something");
-	/* A UTF-8 sequence cut short at the end of the atom must not be read past. */
+	/* A UTF-8 sequence cut short at the end of the atom must not be read
+	 * past (the exact-size heap buffer makes ASan catch a read past it),
+	 * and what is there is copied, quoted (a cut sequence is no letter),
+	 * nothing invented after it. */
 	char *cut = malloc(2);
 	memcpy(cut, "a\xe2", 2);
 	char big[64];
-	xb_atom_quote(cut, 2, big, sizeof(big));
+	memset(big, 'X', sizeof(big));
+	n = xb_atom_quote(cut, 2, big, sizeof(big));
+	CHECK(n == 4 && strcmp(big, "'a\xe2'") == 0, "cut 3-byte sequence: got %zu \"%s\"", n, big);
+	CHECK(big[5] == 'X', "wrote past the terminating NUL");
+	free(cut);
+	/* Cut after two of three bytes, and a 4-byte sequence cut after one. */
+	cut = malloc(3);
+	memcpy(cut, "b\xe2\x82", 3);
+	n = xb_atom_quote(cut, 3, big, sizeof(big));
+	CHECK(n == 5 && strcmp(big, "'b\xe2\x82'") == 0, "cut after 2 of 3 bytes: got %zu \"%s\"", n, big);
+	free(cut);
+	cut = malloc(1);
+	memcpy(cut, "\xf0", 1);
+	n = xb_atom_quote(cut, 1, big, sizeof(big));
+	CHECK(n == 3 && strcmp(big, "'\xf0'") == 0, "lone 4-byte lead: got %zu \"%s\"", n, big);
 	free(cut);
 }
 

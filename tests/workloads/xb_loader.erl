@@ -10,10 +10,15 @@
 %%       reports it (includes module_info/0,1).
 %%   xb_loader:source(Mod, NFuns)
 %%       the generated source text.
+%%   xb_loader:binary(Mod, NFuns)
+%%       the compiled module (a binary for code:load_binary/3), not loaded.
+%%   xb_loader:reload_loop(Mod, NFuns)
+%%       compiles once, then loads that binary over and over (purging the
+%%       old code first), forever: keeps the loader (the JIT's assembler) busy.
 %%   xb_loader:unload(Mod)
 %%       delete and purge it.
 -module(xb_loader).
--export([load/2, source/2, unload/1]).
+-export([load/2, source/2, unload/1, binary/2, reload_loop/2]).
 
 source(Mod, NFuns) when is_atom(Mod), is_integer(NFuns), NFuns >= 1 ->
     Names = ["f" ++ integer_to_list(I) || I <- lists:seq(1, NFuns)],
@@ -25,10 +30,22 @@ source(Mod, NFuns) when is_atom(Mod), is_integer(NFuns), NFuns >= 1 ->
                    "g(N) -> N * 3 + erlang:phash2(N).\n"]).
 
 load(Mod, NFuns) ->
-    Forms = forms(source(Mod, NFuns)),
-    {ok, Mod, Bin} = compile:forms(Forms, [binary, return_errors]),
+    Bin = binary(Mod, NFuns),
     {module, Mod} = code:load_binary(Mod, atom_to_list(Mod) ++ ".erl", Bin),
     Mod:module_info(functions).
+
+binary(Mod, NFuns) ->
+    Forms = forms(source(Mod, NFuns)),
+    {ok, Mod, Bin} = compile:forms(Forms, [binary, return_errors]),
+    Bin.
+
+reload_loop(Mod, NFuns) ->
+    reload(Mod, binary(Mod, NFuns)).
+
+reload(Mod, Bin) ->
+    _ = code:purge(Mod),
+    {module, Mod} = code:load_binary(Mod, atom_to_list(Mod) ++ ".erl", Bin),
+    reload(Mod, Bin).
 
 unload(Mod) ->
     code:purge(Mod),

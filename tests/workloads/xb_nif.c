@@ -11,6 +11,10 @@
  *   thread_start()   creates a thread (enif_thread_create, "xb_nif_burner")
  *                    spinning in xb_nif_thread_burn() until thread_stop()
  *   thread_stop()    stops and joins it
+ *   thread_cpu_us()  CPU time (CLOCK_THREAD_CPUTIME_ID, microseconds) the
+ *                    last stopped thread used, from its creation to its
+ *                    stop: test_promises' ground truth for how much of it
+ *                    was sampled
  *
  * The burning functions are global and never inlined so their names are in
  * the .so's symbol table and on the sampled stacks. */
@@ -29,6 +33,7 @@
 static volatile int stop_flag;
 static int running;
 static ErlNifTid burner;
+static unsigned long long burner_cpu_us;
 
 static unsigned long long now_us(void)
 {
@@ -60,6 +65,9 @@ __attribute__((noinline)) void *xb_nif_thread_burn(void *arg)
 	unsigned long x = (unsigned long)arg;
 	while (!stop_flag)
 		x = xb_nif_work(x);
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	burner_cpu_us = (unsigned long long)t.tv_sec * 1000000ull + (unsigned long long)t.tv_nsec / 1000;
 	return (void *)x;
 }
 
@@ -96,11 +104,19 @@ static ERL_NIF_TERM thread_stop_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 	return enif_make_atom(env, "ok");
 }
 
+static ERL_NIF_TERM thread_cpu_us_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_uint64(env, burner_cpu_us);
+}
+
 static ErlNifFunc funcs[] = {
 	{ "spin", 1, xb_nif_spin_nif, 0 },
 	{ "spin_dirty", 1, xb_nif_spin_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND },
 	{ "thread_start", 0, thread_start_nif, 0 },
 	{ "thread_stop", 0, thread_stop_nif, 0 },
+	{ "thread_cpu_us", 0, thread_cpu_us_nif, 0 },
 };
 
 ERL_NIF_INIT(xb_nif, funcs, NULL, NULL, NULL, NULL)

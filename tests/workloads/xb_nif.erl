@@ -25,10 +25,12 @@
 %%   xb_nif:thread_start() a native thread "xb_nif_burner" spinning in
 %%                         xb_nif_thread_burn/xb_nif_work, outside Erlang.
 %%   xb_nif:thread_stop()  stop and join it.
+%%   xb_nif:thread_cpu_us() CPU time in microseconds the last stopped thread
+%%                         used (from its creation to thread_stop()).
 -module(xb_nif).
 -export([load/1, start/1, start/2, start_dirty/1, stop/0, loop/2, dirty_loop/1, spin/1,
          spin_dirty/1,
-         thread_start/0, thread_stop/0]).
+         thread_start/0, thread_stop/0, thread_cpu_us/0]).
 
 load(Path) -> erlang:load_nif(Path, 0).
 
@@ -36,6 +38,7 @@ spin(_Us) -> erlang:nif_error(nif_not_loaded).
 spin_dirty(_Us) -> erlang:nif_error(nif_not_loaded).
 thread_start() -> erlang:nif_error(nif_not_loaded).
 thread_stop() -> erlang:nif_error(nif_not_loaded).
+thread_cpu_us() -> erlang:nif_error(nif_not_loaded).
 
 start(Ms) -> start(Ms, hog).
 

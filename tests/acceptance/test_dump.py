@@ -1,0 +1,107 @@
+"""erlang-sample --dump (issue 14): the Erlang stack of every process,
+running or not, with pid, registered name, status, current function and
+message queue length; where a stuck gen_server waits."""
+
+import json
+import re
+import time
+
+from xbtest import VM, check, log, per_vm, run_tool
+
+TOOL = "erlang-sample"
+CHAIN = ["xb_dump:wait_here/1", "xb_dump:chain_c/1", "xb_dump:chain_b/1", "xb_dump:chain_a/1"]
+
+
+def dump(vm, *args, timeout=60):
+    """erlang-sample --dump [OPTIONS] PID [PROCESS...]: (result, seconds)."""
+    t0 = time.monotonic()
+    r = run_tool(TOOL, "--dump", *[str(a) for a in args_before_pid(args)], str(vm.pid),
+                 *[str(a) for a in args_after_pid(args)], timeout=timeout)
+    took = time.monotonic() - t0
+    check(r.rc == 0 and not r.timed_out, "erlang-sample --dump %s: exit %s" % (" ".join(args), r.rc),
+          r.describe())
+    return r, took
+
+
+def args_before_pid(args):
+    """Options (they start with '-') and their values go before the PID."""
+    out, i = [], 0
+    while i < len(args) and str(args[i]).startswith("-"):
+        out.append(args[i])
+        if args[i] in ("--format", "-o", "--pstack-wait") and i + 1 < len(args):
+            out.append(args[i + 1])
+            i += 1
+        i += 1
+    return out
+
+
+def args_after_pid(args):
+    return list(args)[len(args_before_pid(args)):]
+
+
+@per_vm()
+def test_dump_finds_the_waiting_server(target):
+    """A registered gen_server blocked in a receive inside a call chain, and
+    10,000 idle processes: all listed within 2 s; the server's stack is the
+    chain with the waiting function innermost; JSON has the documented keys;
+    naming the server shows just it."""
+    with VM(target, schedulers=2, extra_args=["+P", "65536"]) as vm:
+        vm.eval("xb_dump:start(10000)", timeout=60)
+        n_vm = int(vm.eval("erlang:system_info(process_count)"))
+        server = vm.eval("pid_to_list(whereis(xb_dump_server))").strip().strip('"')
+        r, took = dump(vm, "--format", "json")
+        doc = json.loads(r.out)
+        check(isinstance(doc, list), "--dump --format json is not an array", r.out[:300])
+        check(took < 2.0 + 1.0, "--dump took %.2f s for %d processes (limit 2 s, plus 1 s to start)"
+              % (took, n_vm))
+        check(len(doc) >= 0.99 * n_vm, "--dump listed %d of the VM's %d processes" % (len(doc), n_vm))
+        for p in doc[:50]:
+            for key in ("pid", "name", "status", "current_function", "message_queue_len", "stack"):
+                check(key in p, "key %r missing in %r" % (key, p))
+        mine = [p for p in doc if p["pid"] == server]
+        check(len(mine) == 1, "the server %s is not listed once" % server)
+        srv = mine[0]
+        check(srv["name"] == "xb_dump_server" and srv["status"] == "waiting",
+              "server: name %r, status %r" % (srv["name"], srv["status"]))
+        check(srv["stack"][:4] == CHAIN, "the server's stack is %s, expected %s first"
+              % (srv["stack"][:8], CHAIN))
+        check(any(f.startswith("gen_server:") for f in srv["stack"][4:]),
+              "no gen_server frame under the chain: %s" % srv["stack"])
+        idle = [p for p in doc if p["stack"][:1] == ["xb_dump:idle/0"]]
+        check(len(idle) >= 9900, "only %d of the 10,000 idle processes show xb_dump:idle/0" % len(idle))
+        check(all(p["status"] == "waiting" for p in idle), "an idle process is not waiting")
+        log("%d processes in %.2f s; server: %s" % (len(doc), took, " <- ".join(srv["stack"][:6])))
+        # one process by name, text
+        r, _ = dump(vm, "xb_dump_server")
+        lines = r.out.splitlines()
+        head = [l for l in lines if not l.startswith(" ")]
+        check(len(head) == 2 and head[0].startswith(server + " xb_dump_server waiting") and
+              head[1].startswith("1 processes listed"), "--dump xb_dump_server: %r" % head, r.out)
+        frames = [re.sub(r"^\s+#\d+\s+", "", l) for l in lines if l.startswith(" ")]
+        check(frames[:4] == CHAIN, "text frames %s" % frames[:6], r.out)
+        # by pid too
+        r, _ = dump(vm, server)
+        check(r.out.startswith(server + " "), "--dump %s: %r" % (server, r.out[:200]))
+        # a name that does not exist: one line, exit 1
+        r = run_tool(TOOL, "--dump", str(vm.pid), "no_such_process", timeout=30)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc not in (0, None) and len(lines) == 1 and "no_such_process" in lines[0],
+              "unknown process: exit %s, %r" % (r.rc, lines))
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+def test_dump_running_process(target):
+    """A running process's stack comes from a sample: the deep chain."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        pid = vm.eval("pid_to_list(whereis(xb_deep))").strip().strip('"')
+        time.sleep(0.3)
+        r, _ = dump(vm, "--format", "json", "xb_deep")
+        doc = json.loads(r.out)
+        check(len(doc) == 1 and doc[0]["pid"] == pid, "not just xb_deep: %r" % doc)
+        p = doc[0]
+        check(p["status"] in ("running", "runnable"), "status %r" % p["status"])
+        if p["status"] == "running":
+            want = ["xb_deep:leaf/1", "xb_deep:d/1", "xb_deep:c/1", "xb_deep:b/1", "xb_deep:a/1"]
+            check(p["stack"][:5] == want, "running xb_deep's stack: %s" % p["stack"])
+        log("%s %s: %s" % (pid, p["status"], p["stack"][:6]))
