@@ -99,10 +99,15 @@ size_t xb_atom_quote(const char *name, size_t n, char *outbuf, size_t outlen)
 			} else if (c >= 0x80) {
 				size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
 				/* erts keeps atoms valid UTF-8; memory read from a VM
-				 * need not be: a byte that starts no whole sequence
-				 * is escaped, never copied with what follows it */
-				for (size_t k = 1; k < len; k++)
-					if (i + k >= n || (s[i + k] & 0xC0) != 0x80)
+				 * need not be: a sequence is copied only as far as its
+				 * continuation bytes go (cut by the atom's end: what
+				 * is there), and a lead byte followed by anything else
+				 * (NUL, a control, ASCII) is escaped, never copied with
+				 * what follows it */
+				for (size_t k = 1; k < len && len; k++)
+					if (i + k >= n)
+						len = k;
+					else if ((s[i + k] & 0xC0) != 0x80)
 						len = 0;
 				if (len == 2 && c == 0xC2 && s[i + 1] < 0xA0) {
 					/* C1 control (U+0080..U+009F) */
