@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 
-from xbtest import ROOT, check, log, run_cmd, skip, suite, timeout, tmpdir
+from xbtest import ROOT, check, log, no_asan, run_cmd, skip_because, suite, timeout, tmpdir
 
 TARGETS = ["symfile", "records", "terms", "text", "dwarf"]
 FUZZ = os.path.join(ROOT, "tests", "fuzz")
@@ -22,7 +22,7 @@ FUZZ = os.path.join(ROOT, "tests", "fuzz")
 
 def build():
     if not shutil.which("clang"):
-        skip("clang is not installed (apt-get install clang libfuzzer-14-dev)")
+        skip_because("needs-package", None, "clang (libFuzzer, with libfuzzer-14-dev or clang's runtime)")
     r = run_cmd([os.path.join(FUZZ, "build.sh")], timeout=900)
     check(r.rc == 0, "tests/fuzz/build.sh failed", r.describe() + r.out[-2000:])
     return os.path.join(ROOT, r.out.strip().splitlines()[-1], "tests", "fuzz")
@@ -59,6 +59,7 @@ def run_all(seconds):
 
 
 @timeout(1100)
+@no_asan("the fuzz targets are an ASan/UBSan build of their own (build-fuzz/)")
 def test_fuzz_short():
     run_all(12)
 

@@ -28,8 +28,8 @@ import stat
 import subprocess
 import time
 
-from xbtest import (ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip, suite, timeout,
-                    tmpdir, tool_path)
+from xbtest import (ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip, skip_because, suite,
+                    time_scale, timeout, tmpdir, tool_path)
 
 SAMPLE = "erlang-sample"
 PERFMAP = "erlang-write-perf-map"
@@ -41,7 +41,7 @@ CRASH = ("Assertion", "Sanitizer", "runtime error", "Segmentation", "core dumped
 SYNTH_FRAMES = {"fake:spin/0", "fake:f1/1", "fake:f2/2"}
 # A sanitizer build (XB_BUILD_DIR=build-asan) is slower and bigger: the
 # bounds stretch, the rules do not.
-SAN = 3 if "asan" in os.path.basename(os.environ.get("XB_BUILD_DIR", "")) else 1
+SAN = time_scale()
 
 
 # ---------------------------------------------------------------------------
@@ -559,7 +559,7 @@ def test_file_capabilities_refuse_other_users():
     of another user is refused, one of the invoking user is read; test
     knobs (EXTROSPECT_*) are ignored (secure_getenv)."""
     if not shutil.which("setcap") or not shutil.which("setpriv"):
-        skip("setcap/setpriv not installed")
+        skip_because("needs-package", None, "setcap (libcap2-bin) and setpriv (util-linux)")
     d = tmpdir()
     os.chmod(d, 0o755)
     tool = os.path.join(d, "erlang-sample")

@@ -10,9 +10,10 @@ that stops the VM for 100 ms: SIGSTOP, SIGCONT):
     baseline windows' worst lateness; the limit max(50 ms, 1.5 x noise).
     A tool mode fails when the median of its windows' worst lateness is
     above the limit; the same rule must catch the control (on a machine so
-    noisy that its baseline hides a 100 ms stop, the test says so and
-    skips: shared CI machines see stalls of 100 ms and more with nothing
-    attached, which one window's worst cannot tell from a pause);
+    noisy that its baseline hides a 100 ms stop, this witness proves
+    nothing and the test says so: shared CI machines see stalls of 100 ms
+    and more with nothing attached, which one window's worst cannot tell
+    from a pause);
   - the VM's threads, read from /proc every 2 ms: none may ever be seen
     stopped ('T' or 't') while a tool runs; the control must be seen.
 """
@@ -22,7 +23,7 @@ import signal
 import threading
 import time
 
-from xbtest import VM, check, log, per_vm, run_cmd, skip, suite, timeout, tool_path
+from xbtest import VM, check, log, no_asan, per_vm, run_cmd, suite, timeout, tool_path
 
 WINDOW = 2.0
 ROUNDS = 5
@@ -85,6 +86,7 @@ def run_for(seconds, argv):
 
 @per_vm(only=["stock"])
 @timeout(400)
+@no_asan("timing: the sanitized tool is 2-3x slower; the code paths run sanitized in other tests")
 def test_tools_do_not_pause_the_vm(target):
     nopause(target)
 
@@ -151,10 +153,13 @@ def nopause(target):
         for name, rs in res.items():
             check(sum(r[3] for r in rs) == 0, "%s: a thread of the VM was seen stopped" % name)
             check(all(r[1] > 100 for r in rs), "%s: the measuring process hardly woke: %s" % (name, rs))
-        # the in-VM witness
+        # the in-VM witness: on a machine so noisy that its baseline hides
+        # a 100 ms stop it proves nothing either way (the /proc witness
+        # above still does): said, not failed
         if median(c[0] for c in control) < limit:
-            skip("the machine's own noise (median worst %.1f ms) hides a 100 ms stop; the /proc witness "
-                 "saw no stopped thread under any tool" % noise)
+            log("in-VM witness inconclusive here: the machine's own noise (median worst %.1f ms) hides a "
+                "100 ms stop; the /proc witness saw no stopped VM thread under any tool" % noise)
+            return
         for name, rs in res.items():
             m = median(r[0] for r in rs)
             check(m < limit, "%s: worst wakeup lateness (median of %d windows) %.1f ms, above the baseline's "
