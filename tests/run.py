@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run extrospect-beam's tests: the C unit tests and the acceptance tests.
 
-    python3 tests/run.py [--suite default|matrix] [-k SUBSTR] [--vm NAME]...
+    python3 tests/run.py [--suite default|matrix|package|soak|fuzz] [-k SUBSTR] [--vm NAME]...
                          [--timeout SECONDS] [--table] [--no-unit] [--list]
                          [--asan] [--strict]
 
@@ -14,6 +14,10 @@ Suites (which VM targets the per-VM tests run against):
     package   only the tests marked @suite("package"): the Debian package
               built, installed into a clean debootstrapped root and run
               there (slow the first time: debootstrap), against stock.
+    soak      only the tests marked @suite("soak"): long runs (a 10-minute
+              profile at 997 Hz with RSS and fds watched), default targets.
+    fuzz      only the tests marked @suite("fuzz"): long fuzzing (libFuzzer
+              targets, 120 s each) and fault injection, default targets.
 --vm NAME (repeatable) restricts the targets to those named.
 -k SUBSTR runs only the tests whose id (e.g. "test_perfmap.test_watch[stock]"
 or "unit.atom_quote_plain") contains SUBSTR; repeated, those matching any.
@@ -443,7 +447,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])
-    ap.add_argument("--suite", choices=["default", "matrix", "package"], default="default")
+    ap.add_argument("--suite", choices=["default", "matrix", "package", "soak", "fuzz"], default="default")
     ap.add_argument("-k", dest="ksubs", metavar="SUBSTR", action="append",
                     help="only tests whose id contains SUBSTR (repeatable: any of them)")
     ap.add_argument("--vm", action="append", metavar="NAME", help="restrict to this target (repeatable)")

@@ -60,7 +60,21 @@ struct xb_codemap {
 	uint64_t normal_exit; /* beam_normal_exit: bottom of every Erlang stack */
 	uint64_t code_low, code_high; /* span of all entries */
 	size_t modules, dropped;
+	/* Budgets of one build (codemap.c): what the VM's tables say is
+	 * read up to XB_CODEMAP_MAX_ENTRIES entries, XB_CODEMAP_MAX_NAME_BYTES
+	 * of names and XB_CODEMAP_MAX_READ bytes read; past one, the build
+	 * stops with what it has (full) and the overrun is counted. */
+	size_t name_bytes;
+	uint64_t bytes_read;
+	bool full;
+	size_t line_bytes; /* --lines: memory of the line tables read so far */
 };
+
+#define XB_CODEMAP_MAX_ENTRIES (1u << 19)      /* a large system has ~200,000 functions */
+#define XB_CODEMAP_MAX_NAME_BYTES (64u << 20)
+#define XB_CODEMAP_MAX_READ (256ull << 20)     /* symfiles or module code read per build */
+#define XB_CODEMAP_MAX_JIT_CHAIN (1u << 20)    /* registrations (every module load adds one) */
+#define XB_CODEMAP_MAX_LINE_BYTES (64u << 20)  /* all modules' line tables together */
 
 enum {
 	XB_CM_FOLD_PROLOGUE = 1, /* merge "X-CodeInfoPrologue" into "X" */
@@ -80,6 +94,9 @@ void xb_codemap_finish(struct xb_codemap *cm);
 int xb_codemap_add(struct xb_codemap *cm, uint64_t start, uint64_t end, const char *name,
 		   size_t namelen, uint32_t seq);
 
+/* Does OFF (a release's field offsets) describe the JIT symfile records
+ * (every field the parsers read present and small)? */
+bool xb_codemap_symfile_layout_ok(const int64_t *off);
 /* Parse one JIT symfile (the bytes of a jit_code_entry's symfile) into cm.
  * Pure: exposed for unit tests.  Returns 0, or -1 on a malformed record. */
 int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off,
@@ -98,7 +115,6 @@ int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_
 				   struct xb_linemod *lm);
 void xb_linemod_free(struct xb_linemod *lm);
 
-/* Perf map text: "START SIZE NAME\n" per entry, addresses in hex. */
-int xb_perfmap_print(const struct xb_codemap *cm, FILE *f);
+/* xb_perfmap_print (perf map text) is in xb/perfmap.h. */
 
 #endif

@@ -6,9 +6,11 @@
 #ifndef XB_COMMON_H
 #define XB_COMMON_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #define XB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -22,6 +24,11 @@
  * write `return xb_fail("...")`. */
 int xb_fail(const char *fmt, ...) XB_PRINTF(1, 2);
 const char *xb_err(void);
+/* IN as one line of text a terminal shows as is: control characters
+ * (C0, DEL, C1) and invalid UTF-8 bytes become "\xHH".  Into OUT (CAP
+ * bytes, NUL included; cut at a whole character); returns the length.
+ * xb_fail applies it to every message. */
+size_t xb_sanitize(const char *in, char *out, size_t cap);
 
 /* Verbosity for diagnostics on stderr (-v). */
 extern int xb_verbose;
@@ -33,8 +40,40 @@ uint64_t xb_now_ns(void);
 /* Wall-clock time in nanoseconds since the epoch (CLOCK_REALTIME). */
 uint64_t xb_realtime_ns(void);
 
-/* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
+/* Read a whole (small) file into a malloc'd NUL-terminated buffer; NULL
+ * (errno EFBIG) beyond XB_SLURP_MAX bytes.  Not for files the target
+ * names: those go through xb_safe_open (xb/safefile.h). */
+#define XB_SLURP_MAX (64u << 20)
 char *xb_slurp(const char *path, size_t *len);
+
+/* ---- budgets ----
+ * Everything the target's memory sizes (how many atoms, modules, JIT
+ * registrations, how deep a stack) is read within a fixed budget; going
+ * over one is an event, counted here, never a hang or an allocation the
+ * target chose.  -v prints the first of each kind as it happens; the
+ * tools report the counts at the end (xb_overruns_report). */
+enum xb_overrun {
+	XB_OVR_ATOM_CACHE,      /* atom cache full: further atoms read each time */
+	XB_OVR_CODEMAP_ENTRIES, /* code map rebuild stopped at its entry budget */
+	XB_OVR_CODEMAP_BYTES,   /* code map rebuild stopped at its byte budget */
+	XB_OVR_JIT_CYCLE,       /* JIT registration chain loops */
+	XB_OVR_JIT_CHAIN,       /* JIT registration chain longer than allowed */
+	XB_OVR_LINES,           /* --lines: line records over budget */
+	XB_OVR_STACK_BYTES,     /* one sample's live stack walk hit its byte cap */
+	XB_OVR_DISCOVERY,       /* discovery of unnamed globals gave up (effort) */
+	XB_OVR_CODEMAP_KEPT,    /* --pstack: too many code map versions kept */
+	XB_OVR_COUNT
+};
+extern uint64_t xb_overruns[XB_OVR_COUNT];
+void xb_overrun(enum xb_overrun what, const char *fmt, ...) XB_PRINTF(2, 3);
+/* One line "PROG: note: ..." on F naming the budgets that were reached
+ * (nothing when none was); returns how many kinds. */
+int xb_overruns_report(FILE *f, const char *prog);
+
+/* Set by the tools' SIGINT/SIGTERM handlers: long loops over the
+ * target's data (code map rebuilds, discovery, stack walks) stop soon
+ * after (well within 100 ms). */
+extern volatile sig_atomic_t xb_interrupted;
 
 /* Parse a decimal PID; returns -1 (with message) on anything else. */
 int xb_parse_pid(const char *s, int *pid);

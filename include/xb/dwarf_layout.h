@@ -12,6 +12,13 @@
  * number of fields found. */
 int xb_dwarf_layout(Dwarf *dw, int64_t off[XB_F_COUNT]);
 
+/* Check offsets read from DWARF (the target's own file): a struct's size
+ * must be positive and sane, a member's offset within its struct (the
+ * struct's size from OFF, else from FALLBACK, the release table, may be
+ * NULL).  Offsets that fail become XB_NOFIELD; returns how many did, the
+ * first described in WHY. */
+int xb_dwarf_validate(int64_t off[XB_F_COUNT], const int64_t *fallback, char *why, size_t wlen);
+
 /* perf register number of a variable of FUNC whose DWARF location is one
  * fixed register for the whole function (e.g. `register BeamInstr *I
  * asm("%rbx")` in process_main), or XB_PREG_NONE. */

@@ -37,9 +37,23 @@ struct xb_remote {
 	/* A snapshot (xb_remote_open_snapshot): the regions are all there is;
 	 * nothing is read live. */
 	bool snapshot_only;
+	/* The target pinned (pidfd_open): readable once it has exited, so a
+	 * PID reused by another process is never taken for it.  -1 when the
+	 * kernel has no pidfds (then its start time is compared). */
+	int pidfd;
+	uint64_t start_time; /* /proc/PID/stat field 22 at open */
+	/* Fault injection for tests (EXTROSPECT_FAULT, see remote.c): 0 none,
+	 * 1 every live read returns random bytes, 2 one read in PERMILLE/1000
+	 * has a byte flipped. */
+	int fault;
+	unsigned fault_permille;
+	uint64_t fault_state, faults;
 };
 
 int xb_remote_open(struct xb_remote *r, pid_t pid);
+/* Is the process opened still the one running (not exited, PID not
+ * reused)?  Sets r->gone when not. */
+bool xb_remote_alive(struct xb_remote *r);
 void xb_remote_close(struct xb_remote *r);
 /* Re-read the maps (rate-limited unless force). */
 int xb_remote_refresh(struct xb_remote *r, bool force);

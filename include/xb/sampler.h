@@ -69,6 +69,9 @@ struct xb_sampler_opts {
 	 * xb_fail) makes xb_sampler_open / _scan_threads fail. */
 	int (*attach)(void *arg, int fd, const struct xb_thread *t);
 	void *attach_arg;
+	/* Called when a thread's event is closed for good (it exited): e.g.
+	 * xb_bpf_detach_thread, so the BPF thread map does not grow. */
+	void (*detach)(void *arg, pid_t tid);
 };
 
 struct xb_sampler {
@@ -82,6 +85,18 @@ struct xb_sampler {
 	uint64_t lost, throttled, unthrottled, received;
 	uint64_t rings_grown; /* small rings replaced by big ones (busy non-scheduler threads) */
 	uint64_t last_scan_ns, last_full_drain_ns;
+	/* Slots of exited threads are reused by new ones (a VM creating and
+	 * ending threads for hours stays at its peak thread count); this
+	 * changes whenever a slot's thread does, for index caches. */
+	uint64_t generation;
+	size_t nlive;
+	uint64_t opened;  /* threads opened since the start */
+	size_t free_hint; /* no free slot below this index */
+	/* Threads that could not be sampled (no fd left, locked-memory
+	 * limit, ...) at the last scan, and why: reported once by the tool. */
+	size_t unsampled;
+	int unsampled_errno;
+	bool unsampled_reported;
 	uint8_t *scratch; /* record reassembly */
 	size_t scratch_size;
 	size_t page_size;
@@ -90,8 +105,11 @@ struct xb_sampler {
 
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o);
 void xb_sampler_close(struct xb_sampler *s);
-/* Pick up new threads (rate-limited unless force). */
+/* Pick up new threads (rate-limited unless force).  Threads that cannot
+ * be sampled are counted in s->unsampled; -1 only when none can be. */
 int xb_sampler_scan_threads(struct xb_sampler *s, bool force);
+/* Why s->unsampled threads could not be sampled, and how to fix it. */
+const char *xb_sampler_unsampled_fix(const struct xb_sampler *s);
 /* Wait up to timeout_ms for data, then call cb for every sample.  Returns
  * the number of samples delivered, or -1.  *all_gone is set when every
  * event has hung up (the process exited). */

@@ -89,7 +89,8 @@ struct xb_session {
 	struct xb_bpf *bpf;         /* the BPF capture path, when in use */
 	unsigned wakeup;            /* in use: samples per wakeup, 0 = timer */
 	int32_t *tidmap;            /* tid -> sampler thread index (BPF records) */
-	size_t tidmap_cap, tidmap_n;
+	size_t tidmap_cap;
+	uint64_t tidmap_n;          /* the sampler's generation it was built at */
 	const char *priority_name;  /* what the drain loop runs at */
 	unsigned drain_ms;
 	uint64_t first_ns, last_ns; /* first and last sample times */

@@ -1,7 +1,7 @@
 /* symbols.h - ELF symbols of the target's mapped files, through libdwfl.
  *
  * Whatever the binary carries is used: DWARF, .symtab, or only .dynsym.
- * Files are opened from disk through /proc/PID/root; JIT code, memfd and
+ * Files are opened inside the target's root (xb/safefile.h); JIT code, memfd and
  * deleted mappings are never reported to libdwfl (their names come from
  * the VM's own code tables, see naming/).  Nothing here reads
  * /proc/PID/mem. */
@@ -41,6 +41,18 @@ struct xb_modsyms {
 struct xb_symbols {
 	pid_t pid;
 	Dwfl *dwfl;
+	/* Files are opened inside the target's root (xb/safefile.h): this
+	 * directory fd, and the maps whose lines name them (device, inode). */
+	int rootfd;
+	char root_prefix[1024]; /* the target's root as we see it ("" for ours) */
+	const struct xb_maps *maps;
+	uint64_t refused; /* files refused (not the mapped one, not regular, too big, ...) */
+	char refusal[256]; /* the first refusal, for -v */
+	/* Modules whose DWARF needs a dwz alt file (.gnu_debugaltlink) that
+	 * was found by build-id: their DWARF is used; others' is not (libdw
+	 * would look for the alt file by a name the file chose). */
+	Dwfl_Module **alt_ok;
+	size_t nalt_ok, capalt_ok;
 	struct xb_modsyms **mods; /* never moved once added: callers keep pointers */
 	size_t nmods, capmods;
 };

@@ -8,6 +8,7 @@
 
 #include "xb/release.h"
 #include "xb/remote.h"
+#include "xb/safefile.h"
 #include "xb/symbols.h"
 #include "xb/term.h"
 
@@ -18,6 +19,7 @@ struct xb_atom_cache {
 	uint64_t *keys; /* atom index + 1; 0 = empty */
 	char **vals;    /* quoted atom text */
 	size_t cap, n;
+	size_t bytes;   /* memory it holds, roughly (budget: atoms.c) */
 };
 
 /* Addresses of the VM's globals (run-time, 0 when unknown). */
@@ -62,6 +64,9 @@ struct xb_vm {
 	struct xb_pix pix; /* pid decoding, from erts_proc */
 	uint64_t sched_base, sched_count; /* cached scheduler data array */
 	uint64_t alive_checked_ns;
+	struct xb_cred cred; /* the target's credentials (whose files it may read) */
+	bool cred_ok;
+	bool pinned;         /* mem holds the process's pidfd */
 };
 
 /* Kind of a VM thread from its name: 's' scheduler, 'c' dirty CPU, 'i'

@@ -14,13 +14,112 @@
 
 static __thread char errbuf[1024];
 int xb_verbose;
+volatile sig_atomic_t xb_interrupted;
+uint64_t xb_overruns[XB_OVR_COUNT];
+
+static const char *const overrun_names[XB_OVR_COUNT] = {
+	[XB_OVR_ATOM_CACHE] = "atom cache full",
+	[XB_OVR_CODEMAP_ENTRIES] = "code map entries",
+	[XB_OVR_CODEMAP_BYTES] = "code map bytes",
+	[XB_OVR_JIT_CYCLE] = "JIT chain loops",
+	[XB_OVR_JIT_CHAIN] = "JIT chain length",
+	[XB_OVR_LINES] = "line records",
+	[XB_OVR_STACK_BYTES] = "stack walk bytes",
+	[XB_OVR_DISCOVERY] = "discovery effort",
+	[XB_OVR_CODEMAP_KEPT] = "code map versions kept",
+};
+
+void xb_overrun(enum xb_overrun what, const char *fmt, ...)
+{
+	if (what >= XB_OVR_COUNT)
+		return;
+	if (xb_overruns[what]++ == 0 && xb_verbose) {
+		char raw[512], line[600];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(raw, sizeof(raw), fmt, ap);
+		va_end(ap);
+		xb_sanitize(raw, line, sizeof(line));
+		fprintf(stderr, "limit: %s: %s\n", overrun_names[what], line);
+	}
+}
+
+int xb_overruns_report(FILE *f, const char *prog)
+{
+	char buf[512];
+	size_t used = 0;
+	int kinds = 0;
+	for (int i = 0; i < XB_OVR_COUNT && used < sizeof(buf); i++) {
+		if (!xb_overruns[i])
+			continue;
+		used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s %llu", kinds ? ", " : "",
+					 overrun_names[i], (unsigned long long)xb_overruns[i]);
+		kinds++;
+	}
+	if (kinds)
+		fprintf(f, "%s: note: the VM's data went over %d of our limits (%s); what was within them "
+			   "is shown (-v says where)\n", prog, kinds, buf);
+	return kinds;
+}
+
+/* Length of the valid UTF-8 sequence at S (N bytes left) that is not a
+ * C1 control (U+0080..U+009F), or 0. */
+static size_t utf8_ok(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t need;
+	unsigned char lo = 0x80, hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf)
+		need = 2, lo = c == 0xc2 ? 0xa0 : 0x80; /* C2 80..9F: C1 controls */
+	else if (c >= 0xe0 && c <= 0xef)
+		need = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		need = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (n < need)
+		return 0;
+	for (size_t i = 1; i < need; i++)
+		if (i == 1 ? (s[i] < lo || s[i] > hi) : (s[i] < 0x80 || s[i] > 0xbf))
+			return 0;
+	return need;
+}
+
+size_t xb_sanitize(const char *in, char *out, size_t cap)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t n = strlen(in), used = 0;
+	if (!cap)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		size_t k = s[i] >= 0x20 && s[i] < 0x7f ? 1 : s[i] >= 0x80 ? utf8_ok(s + i, n - i) : 0;
+		if (k) {
+			if (used + k >= cap)
+				break;
+			memcpy(out + used, s + i, k);
+			used += k;
+			i += k;
+			continue;
+		}
+		if (used + 4 >= cap)
+			break;
+		used += (size_t)snprintf(out + used, cap - used, "\\x%02x", s[i]);
+		i++;
+	}
+	out[used] = 0;
+	return used;
+}
 
 int xb_fail(const char *fmt, ...)
 {
+	char raw[sizeof(errbuf)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* Messages name things the target controls (paths, names): one
+	 * line, nothing a terminal would act on. */
+	xb_sanitize(raw, errbuf, sizeof(errbuf));
 	return -1;
 }
 
@@ -55,7 +154,9 @@ uint64_t xb_realtime_ns(void)
 
 char *xb_slurp(const char *path, size_t *lenp)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Kernel files (/proc) and our own inputs: never blocks on a FIFO,
+	 * never takes a terminal, and stops at XB_SLURP_MAX bytes (EFBIG). */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	size_t cap = 4096, len = 0;
@@ -66,6 +167,12 @@ char *xb_slurp(const char *path, size_t *lenp)
 	}
 	for (;;) {
 		if (len == cap) {
+			if (cap >= XB_SLURP_MAX) {
+				free(buf);
+				close(fd);
+				errno = EFBIG;
+				return NULL;
+			}
 			char *nb = realloc(buf, cap * 2 + 1);
 			if (!nb) {
 				free(buf);

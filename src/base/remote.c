@@ -5,32 +5,123 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 /* Mappings change while the VM runs (heaps grow, code is loaded).  A read
  * that misses the cached maps triggers a re-read, but not more often than
  * this, so a stream of bad pointers cannot turn into a stream of
  * /proc reads. */
 #define MAPS_REFRESH_MIN_NS (20ull * 1000 * 1000)
+#define READ_PIECE (4u << 20)
+
+/* Field 22 of /proc/PID/stat (starttime), 0 if unreadable. */
+static uint64_t start_time(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *st = xb_slurp(path, NULL);
+	uint64_t t = 0;
+	char *p = st ? strrchr(st, ')') : NULL;
+	/* after "pid (comm)": state is field 3, starttime field 22 */
+	for (int field = 3; p && *p && field <= 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (p && field == 21)
+			t = strtoull(p + 1, NULL, 10);
+	}
+	free(st);
+	return t;
+}
+
+/* EXTROSPECT_FAULT, for tests only (ignored when the tool runs with file
+ * capabilities: secure_getenv): "random" makes every live read return
+ * random bytes; "flip:N" flips one random byte in N of every 1000 reads.
+ * The tools must stay within their limits and name only what they
+ * validated either way. */
+static void fault_setup(struct xb_remote *r)
+{
+	const char *f = secure_getenv("EXTROSPECT_FAULT");
+	if (!f || !*f)
+		return;
+	r->fault_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+	if (strcmp(f, "random") == 0) {
+		r->fault = 1;
+	} else if (strncmp(f, "flip:", 5) == 0) {
+		r->fault = 2;
+		r->fault_permille = (unsigned)strtoul(f + 5, NULL, 10);
+	}
+}
+
+static uint64_t fault_rand(struct xb_remote *r)
+{
+	uint64_t x = r->fault_state; /* xorshift64 */
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	r->fault_state = x;
+	return x;
+}
+
+static void fault_apply(struct xb_remote *r, void *buf, size_t len)
+{
+	uint8_t *b = buf;
+	if (r->fault == 1) {
+		for (size_t i = 0; i < len; i++)
+			b[i] = (uint8_t)fault_rand(r);
+		r->faults++;
+	} else if (r->fault == 2 && fault_rand(r) % 1000 < r->fault_permille) {
+		b[fault_rand(r) % len] ^= (uint8_t)(1u << (fault_rand(r) % 8));
+		r->faults++;
+	}
+}
 
 int xb_remote_open(struct xb_remote *r, pid_t pid)
 {
 	memset(r, 0, sizeof(*r));
 	r->pid = pid;
+	r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (r->pidfd < 0 && errno == ESRCH) {
+		r->gone = true;
+		return xb_fail("process %d exited", (int)pid);
+	}
+	r->start_time = start_time(pid);
+	fault_setup(r);
 	return xb_remote_refresh(r, true);
+}
+
+bool xb_remote_alive(struct xb_remote *r)
+{
+	if (r->gone || r->snapshot_only)
+		return !r->gone;
+	if (r->pidfd >= 0) {
+		struct pollfd p = { .fd = r->pidfd, .events = POLLIN };
+		if (poll(&p, 1, 0) == 1)
+			r->gone = true; /* exited (a zombie counts: nothing left to read) */
+	} else if (kill(r->pid, 0) < 0 ? errno == ESRCH : start_time(r->pid) != r->start_time) {
+		r->gone = true;
+	}
+	return !r->gone;
 }
 
 void xb_remote_close(struct xb_remote *r)
 {
 	xb_maps_free(&r->maps);
+	if (r->pidfd > 0)
+		close(r->pidfd);
+	r->pidfd = -1;
 }
 
 int xb_remote_open_snapshot(struct xb_remote *r, const char *maps_text,
 			    const struct xb_region *regions, unsigned n)
 {
 	memset(r, 0, sizeof(*r));
+	r->pidfd = -1;
 	r->snapshot_only = true;
 	r->overlay = regions;
 	r->noverlay = n;
@@ -72,9 +163,12 @@ int xb_remote_refresh(struct xb_remote *r, bool force)
 		return -1;
 	struct xb_maps m;
 	if (xb_maps_read(r->pid, &m) < 0) {
-		if (kill(r->pid, 0) < 0 && errno == ESRCH)
-			r->gone = true;
+		xb_remote_alive(r);
 		return -1;
+	}
+	if (!xb_remote_alive(r)) { /* the maps may be another process's */
+		xb_maps_free(&m);
+		return xb_fail("process %d exited", (int)r->pid);
 	}
 	xb_maps_free(&r->maps);
 	r->maps = m;
@@ -117,11 +211,31 @@ int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len)
 		return xb_fail("address 0x%llx+%zu is not mapped in process %d",
 			       (unsigned long long)addr, len, (int)r->pid);
 	}
-	struct iovec local = { buf, len };
-	struct iovec remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)len)
+	/* Large reads (a module's code, a symfile) go in pieces: one
+	 * process_vm_readv of 64 MiB takes tens of milliseconds, and ^C
+	 * (xb_interrupted) must be seen within 100 ms. */
+	ssize_t n = 0;
+	for (size_t done = 0; done < len;) {
+		if (done && xb_interrupted) {
+			r->failures++;
+			return xb_fail("interrupted");
+		}
+		size_t piece = len - done < READ_PIECE ? len - done : READ_PIECE;
+		struct iovec local = { (uint8_t *)buf + done, piece };
+		struct iovec remote = { (void *)(uintptr_t)(addr + done), piece };
+		ssize_t k = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+		if (k != (ssize_t)piece) {
+			n = k < 0 ? k : (ssize_t)done + k;
+			break;
+		}
+		done += piece;
+		n = (ssize_t)done;
+	}
+	if (n == (ssize_t)len) {
+		if (r->fault)
+			fault_apply(r, buf, len);
 		return 0;
+	}
 	r->failures++;
 	if (n < 0 && errno == ESRCH)
 		r->gone = true;
@@ -190,6 +304,8 @@ size_t xb_read_many(struct xb_remote *r, struct xb_readreq *q, size_t n)
 			size_t b = (size_t)got;
 			while (done < k && b >= loc[done].iov_len) {
 				b -= loc[done].iov_len;
+				if (r->fault)
+					fault_apply(r, loc[done].iov_base, loc[done].iov_len);
 				q[idx[done]].ok = true;
 				good++;
 				done++;

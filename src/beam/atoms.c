@@ -9,8 +9,14 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#define MAX_ATOM_BYTES 1020 /* MAX_ATOM_SZ_LIMIT: 255 characters * 4 bytes */
-#define INDEX_PAGE_SHIFT 10 /* index.h */
+#define MAX_ATOM_BYTES 1020 /* atom.h MAX_ATOM_SZ_LIMIT: 255 characters * 4 bytes */
+#define INDEX_PAGE_SHIFT 10 /* index.h INDEX_PAGE_SHIFT */
+#define MAX_ATOMS (1u << 26) /* more than erl +t allows (atom.c: at most 2^26 per 64-bit term layout) */
+/* The cache keeps atom text up to this many bytes (names and table);
+ * beyond, atoms are read from the VM each time they are named.  A
+ * default VM has ~10,000 atoms (~200 KB); 64 MiB holds a million long
+ * ones. */
+#define ATOM_CACHE_MAX_BYTES (64u << 20)
 
 /* OTP 29 keeps an atom's text as a binary literal (atom.c,
  * erts_atom_get_name: ERTS_GET_BITSTRING of Atom.u.bin): a heap binary
@@ -53,6 +59,9 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 {
 	if (!xb_is_atom(term) || !vm->sym.atom_table)
 		return xb_fail("not an atom: 0x%llx", (unsigned long long)term);
+	if (xb_off(vm, XB_F_INDEXTAB_ENTRIES) < 0 || xb_off(vm, XB_F_INDEXTAB_SEG_TABLE) < 0 ||
+	    xb_off(vm, XB_F_ATOM_LEN) < 0)
+		return xb_fail("the release table has no atom table layout");
 	uint64_t ix = xb_atom_index(term);
 	uint32_t entries;
 	uint64_t seg, slot, name;
@@ -60,7 +69,7 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 	uint64_t tab = vm->sym.atom_table;
 	if (xb_read_u32(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_ENTRIES), &entries) < 0)
 		return -1;
-	if (ix >= entries || entries > (1u << 26))
+	if (ix >= entries || entries > MAX_ATOMS)
 		return xb_fail("atom index %llu out of range (%u atoms)", (unsigned long long)ix, entries);
 	if (xb_read_u64(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_SEG_TABLE), &seg) < 0 ||
 	    xb_read_u64(&vm->mem, seg + (ix >> INDEX_PAGE_SHIFT) * 8, &seg) < 0 ||
@@ -113,6 +122,19 @@ static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *ra
 	struct xb_atom_cache *c = &vm->atoms;
 	char quoted[MAX_ATOM_BYTES * 4 + 8];
 	xb_atom_quote(raw, rl, quoted, sizeof(quoted));
+	size_t ql = strlen(quoted);
+	/* Over budget: not kept.  Callers copy the text before they ask for
+	 * the fourth atom after this one (name_mfa asks for two). */
+	size_t grow = (c->n + 1) * 2 > c->cap ? (c->cap ? c->cap : 512) * 2 * (sizeof(*c->keys) + sizeof(*c->vals)) : 0;
+	if (c->bytes + ql + 1 + 16 + grow > ATOM_CACHE_MAX_BYTES) {
+		static char ring[4][MAX_ATOM_BYTES * 4 + 8];
+		static unsigned next;
+		xb_overrun(XB_OVR_ATOM_CACHE, "%zu atoms (%zu bytes) cached; more are read each time they are named",
+			   c->n, c->bytes);
+		char *slot = ring[next++ % 4];
+		memcpy(slot, quoted, ql + 1);
+		return slot;
+	}
 	if ((c->n + 1) * 2 > c->cap) { /* rehash */
 		size_t ncap = c->cap ? c->cap * 2 : 1024;
 		uint64_t *nk = calloc(ncap, sizeof(*nk));
@@ -133,15 +155,20 @@ static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *ra
 		}
 		free(c->keys);
 		free(c->vals);
+		c->bytes += (ncap - c->cap) * (sizeof(*nk) + sizeof(*nv));
 		c->keys = nk;
 		c->vals = nv;
 		c->cap = ncap;
 	}
+	char *v = strdup(quoted);
+	if (!v)
+		return NULL;
 	size_t i = (key * 0x9E3779B97F4A7C15ull) & (c->cap - 1);
 	while (c->keys[i])
 		i = (i + 1) & (c->cap - 1);
 	c->keys[i] = key;
-	c->vals[i] = strdup(quoted);
+	c->vals[i] = v;
+	c->bytes += ql + 1 + 16; /* malloc's overhead, roughly */
 	c->n++;
 	return c->vals[i];
 }
@@ -157,74 +184,84 @@ int xb_vm_atoms_prefetch(struct xb_vm *vm)
 	int64_t o_len = xb_off(vm, XB_F_ATOM_LEN), o_name = xb_off(vm, XB_F_ATOM_NAME);
 	uint64_t tab = vm->sym.atom_table, segtab;
 	uint32_t entries;
-	if (!tab || o_name < 0 || o_len < 0 || o_name < o_len || o_name - o_len > 64)
+	if (!tab || o_name < 0 || o_len < 0 || o_name < o_len || o_name - o_len > 64 ||
+	    xb_off(vm, XB_F_INDEXTAB_ENTRIES) < 0 || xb_off(vm, XB_F_INDEXTAB_SEG_TABLE) < 0)
 		return -1;
 	if (xb_read_u32(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_ENTRIES), &entries) < 0 ||
 	    xb_read_u64(&vm->mem, tab + (uint64_t)xb_off(vm, XB_F_INDEXTAB_SEG_TABLE), &segtab) < 0 ||
-	    entries > (1u << 24))
+	    entries > MAX_ATOMS)
 		return -1;
+	/* One page of the index at a time (index.h: 1024 atoms each): the
+	 * memory used is fixed, whatever the VM says its atom count is. */
 	size_t npages = (entries + (1u << INDEX_PAGE_SHIFT) - 1) >> INDEX_PAGE_SHIFT;
-	uint64_t *pages = calloc(npages ? npages : 1, 8);
-	uint64_t *slots = calloc((size_t)entries + 1, 8);
+	uint64_t slots[1u << INDEX_PAGE_SHIFT];
 	size_t span = (size_t)(o_name - o_len) + 8;
 	uint8_t *hdr = malloc(BATCH * span);
 	char *names = malloc(BATCH * (MAX_ATOM_BYTES + 1));
 	int rc = -1;
-	if (!pages || !slots || !hdr || !names || xb_read(&vm->mem, segtab, pages, npages * 8) < 0)
+	if (!hdr || !names)
 		goto out;
 	for (size_t pg = 0; pg < npages; pg++) {
+		if (xb_interrupted || vm->atoms.bytes >= ATOM_CACHE_MAX_BYTES / 2) {
+			/* the rest is read when named (within the cache's budget) */
+			if (!xb_interrupted)
+				xb_overrun(XB_OVR_ATOM_CACHE, "atom prefetch stopped at atom %zu of %u (%zu bytes)",
+					   pg << INDEX_PAGE_SHIFT, entries, vm->atoms.bytes);
+			break;
+		}
 		size_t first = pg << INDEX_PAGE_SHIFT;
-		size_t n = entries - first < (1u << INDEX_PAGE_SHIFT) ? entries - first : (1u << INDEX_PAGE_SHIFT);
-		if (xb_read(&vm->mem, pages[pg], slots + first, n * 8) < 0)
+		size_t inpage = entries - first < (1u << INDEX_PAGE_SHIFT) ? entries - first : (1u << INDEX_PAGE_SHIFT);
+		uint64_t page;
+		if (xb_read_u64(&vm->mem, segtab + pg * 8, &page) < 0 ||
+		    xb_read(&vm->mem, page, slots, inpage * 8) < 0)
 			goto out;
-	}
-	for (size_t base = 0; base < entries; base += BATCH) {
-		size_t n = entries - base < BATCH ? entries - base : BATCH;
-		struct iovec loc[BATCH], rem[BATCH];
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++) {
-			uint64_t a = slots[base + i] + (uint64_t)o_len;
-			if (!slots[base + i] || !xb_remote_readable(&vm->mem, a, span))
-				continue; /* read one by one later, if ever needed */
-			loc[k] = (struct iovec){ hdr + i * span, span };
-			rem[k] = (struct iovec){ (void *)(uintptr_t)a, span };
-			k++;
-		}
-		memset(hdr, 0xff, n * span);
-		if (k && process_vm_readv(vm->pid, loc, k, rem, k, 0) != (ssize_t)(k * span))
-			continue;
-		size_t m = 0;
-		size_t idx[BATCH];
-		for (size_t i = 0; i < n; i++) {
-			int16_t len;
-			uint64_t name;
-			memcpy(&len, hdr + i * span, 2);
-			memcpy(&name, hdr + i * span + (o_name - o_len), 8);
-			if (len < 0 || len > MAX_ATOM_BYTES || !xb_remote_readable(&vm->mem, name, (size_t)len ? (size_t)len : 1))
+		for (size_t sub = 0; sub < inpage; sub += BATCH) {
+			size_t base = first + sub;
+			size_t n = inpage - sub < BATCH ? inpage - sub : BATCH;
+			struct iovec loc[BATCH], rem[BATCH];
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++) {
+				uint64_t a = slots[sub + i] + (uint64_t)o_len;
+				if (!slots[sub + i] || !xb_remote_readable(&vm->mem, a, span))
+					continue; /* read one by one later, if ever needed */
+				loc[k] = (struct iovec){ hdr + i * span, span };
+				rem[k] = (struct iovec){ (void *)(uintptr_t)a, span };
+				k++;
+			}
+			memset(hdr, 0xff, n * span);
+			if (k && process_vm_readv(vm->pid, loc, k, rem, k, 0) != (ssize_t)(k * span))
 				continue;
-			loc[m] = (struct iovec){ names + i * (MAX_ATOM_BYTES + 1), (size_t)len };
-			rem[m] = (struct iovec){ (void *)(uintptr_t)name, (size_t)len };
-			idx[m++] = i;
-		}
-		ssize_t want = 0;
-		for (size_t i = 0; i < m; i++)
-			want += (ssize_t)loc[i].iov_len;
-		if (m && process_vm_readv(vm->pid, loc, m, rem, m, 0) != want)
-			continue;
-		for (size_t j = 0; j < m; j++) {
-			char *t = loc[j].iov_base;
-			size_t len = loc[j].iov_len;
-			if (memchr(t, 0, len))
+			size_t m = 0;
+			size_t idx[BATCH];
+			for (size_t i = 0; i < n; i++) {
+				int16_t len;
+				uint64_t name;
+				memcpy(&len, hdr + i * span, 2);
+				memcpy(&name, hdr + i * span + (o_name - o_len), 8);
+				if (len < 0 || len > MAX_ATOM_BYTES ||
+				    !xb_remote_readable(&vm->mem, name, (size_t)len ? (size_t)len : 1))
+					continue;
+				loc[m] = (struct iovec){ names + i * (MAX_ATOM_BYTES + 1), (size_t)len };
+				rem[m] = (struct iovec){ (void *)(uintptr_t)name, (size_t)len };
+				idx[m++] = i;
+			}
+			ssize_t want = 0;
+			for (size_t i = 0; i < m; i++)
+				want += (ssize_t)loc[i].iov_len;
+			if (m && process_vm_readv(vm->pid, loc, m, rem, m, 0) != want)
 				continue;
-			t[len] = 0;
-			uint64_t key = base + idx[j] + 1;
-			atom_cache_put(vm, key, t, len);
+			for (size_t j = 0; j < m; j++) {
+				char *t = loc[j].iov_base;
+				size_t len = loc[j].iov_len;
+				if (memchr(t, 0, len))
+					continue;
+				t[len] = 0;
+				atom_cache_put(vm, base + idx[j] + 1, t, len);
+			}
 		}
 	}
 	rc = 0;
 out:
-	free(pages);
-	free(slots);
 	free(hdr);
 	free(names);
 	return rc;

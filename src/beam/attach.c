@@ -7,16 +7,19 @@
 #include "xb/common.h"
 #include "xb/priv.h"
 #include "xb/dwarf_layout.h"
+#include "xb/safefile.h"
 #include "xb/term.h"
 #include "xb/tasks.h"
 
 #include <dirent.h>
 #include <linux/capability.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,6 +41,8 @@ static int perm_error(pid_t pid, const char *what)
 		       what, (int)pid);
 }
 
+static bool plain_word(const char *w);
+
 /* "…/erts-13.1.5/bin/beam.smp" -> "13.1.5" */
 static bool erts_from_path(const char *path, char *out, size_t len)
 {
@@ -50,23 +55,30 @@ static bool erts_from_path(const char *path, char *out, size_t len)
 		return false;
 	memcpy(out, p, n);
 	out[n] = 0;
+	if (!plain_word(out)) {
+		out[0] = 0;
+		return false;
+	}
 	return true;
 }
 
-/* -root DIR from the VM's command line (erlexec always passes it). */
+/* -root DIR from the VM's command line (erlexec always passes it).  The
+ * kernel bounds the command line; we bound it again. */
 static void root_from_cmdline(pid_t pid, char *out, size_t len)
 {
 	char path[64];
 	size_t n;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	char *buf = xb_slurp(path, &n);
+	char *buf = xb_slurp_max(path, 1u << 20, &n);
 	if (!buf)
 		return;
 	for (size_t i = 0; i < n;) {
 		const char *arg = buf + i;
 		size_t al = strnlen(arg, n - i);
 		if (strcmp(arg, "-root") == 0 && i + al + 1 < n) {
-			snprintf(out, len, "%s", buf + i + al + 1);
+			const char *dir = buf + i + al + 1;
+			if (strnlen(dir, n - i - al - 1) < len)
+				snprintf(out, len, "%s", dir);
 			break;
 		}
 		i += al + 1;
@@ -74,15 +86,45 @@ static void root_from_cmdline(pid_t pid, char *out, size_t len)
 	free(buf);
 }
 
-/* releases/start_erl.data holds "ERTS_VSN REL_VSN"; releases/REL/OTP_VERSION
- * the full OTP version. */
-static void otp_from_root(struct xb_vm *vm)
+/* A release name or version as the files hold it: nothing that could
+ * walk a path or need escaping on a terminal. */
+static bool plain_word(const char *w)
+{
+	if (!*w)
+		return false;
+	for (; *w; w++)
+		if (!((*w >= 'a' && *w <= 'z') || (*w >= 'A' && *w <= 'Z') || (*w >= '0' && *w <= '9') ||
+		      *w == '.' || *w == '-' || *w == '_' || *w == '+'))
+			return false;
+	return true;
+}
+
+#define MAX_RELEASE_FILE 4096 /* start_erl.data, OTP_VERSION: one short line each */
+
+/* A file of the target's -root directory, read by the rules of
+ * safefile.h (inside its root, no symlink at the end, a regular file of
+ * at most 4 KiB, one the target's own user could read); -v says why one
+ * is refused. */
+static char *release_file(struct xb_vm *vm, const char *rel)
 {
 	char path[PATH_MAX + 128];
-	snprintf(path, sizeof(path), "/proc/%d/root%s/releases/start_erl.data", (int)vm->pid, vm->root);
-	char *data = xb_slurp(path, NULL);
+	snprintf(path, sizeof(path), "%s/%s", vm->root, rel);
+	char *data = xb_safe_slurp(vm->syms.rootfd, path, MAX_RELEASE_FILE, XB_SAFE_NOFOLLOW,
+				   vm->cred_ok ? &vm->cred : NULL, NULL);
+	if (!data && xb_verbose)
+		fprintf(stderr, "note: not reading the VM's %s: %s\n", rel, xb_err());
+	return data;
+}
+
+/* releases/start_erl.data holds "ERTS_VSN REL_VSN"; releases/REL/OTP_VERSION
+ * the full OTP version (erts/etc/common/erlexec.c, the release handler). */
+static void otp_from_root(struct xb_vm *vm)
+{
+	if (vm->syms.rootfd < 0 || !vm->cred_ok)
+		return; /* who may read them unknown: read nothing */
+	char *data = release_file(vm, "releases/start_erl.data");
 	char erts[32] = "", rel[32] = "";
-	if (data && sscanf(data, "%31s %31s", erts, rel) == 2) {
+	if (data && sscanf(data, "%31s %31s", erts, rel) == 2 && plain_word(erts) && plain_word(rel)) {
 		if (!vm->erts[0])
 			snprintf(vm->erts, sizeof(vm->erts), "%s", erts);
 		if (strcmp(erts, vm->erts) == 0)
@@ -90,12 +132,13 @@ static void otp_from_root(struct xb_vm *vm)
 	}
 	free(data);
 	if (vm->otp[0]) {
-		snprintf(path, sizeof(path), "/proc/%d/root%s/releases/%s/OTP_VERSION", (int)vm->pid,
-			 vm->root, vm->otp);
-		char *v = xb_slurp(path, NULL);
+		char rp[96];
+		snprintf(rp, sizeof(rp), "releases/%s/OTP_VERSION", vm->otp);
+		char *v = release_file(vm, rp);
 		if (v) {
-			v[strcspn(v, "\n")] = 0;
-			snprintf(vm->otp_version, sizeof(vm->otp_version), "%s", v);
+			v[strcspn(v, "\r\n")] = 0;
+			if (strlen(v) < sizeof(vm->otp_version) && plain_word(v))
+				snprintf(vm->otp_version, sizeof(vm->otp_version), "%s", v);
 			free(v);
 		}
 	}
@@ -139,7 +182,7 @@ static void resolve_symbols(struct xb_vm *vm)
 	const char *rname = vm->rel ? vm->rel->sym_ranges : "r";
 	/* EXTROSPECT_RANGES_BY_REFS=1 skips the symbol table, so tests can
 	 * prove the code-reference search on a binary that has both. */
-	const char *by_refs = getenv("EXTROSPECT_RANGES_BY_REFS");
+	const char *by_refs = secure_getenv("EXTROSPECT_RANGES_BY_REFS");
 	s->ranges = by_refs && *by_refs == '1' ? 0 : sym(vm, rname);
 	if (s->ranges && xb_vm_ranges_plausible(vm, s->ranges)) {
 		s->ranges_how = vm->debug == XB_DEBUG_DYNSYM ? "dynsym" : "symtab";
@@ -210,7 +253,7 @@ static const struct xb_release *thread_names_release(const struct xb_vm *vm, con
 
 static int pick_table(struct xb_vm *vm)
 {
-	const char *force = getenv("EXTROSPECT_FORCE_RELEASE");
+	const char *force = secure_getenv("EXTROSPECT_FORCE_RELEASE");
 	const char *want = force && *force ? force : vm->erts;
 	vm->rel = xb_release_find(want);
 	if (force && *force && !vm->rel)
@@ -218,6 +261,16 @@ static int pick_table(struct xb_vm *vm)
 
 	int64_t dw[XB_F_COUNT];
 	int have_dwarf = vm->dwarf ? xb_dwarf_layout(vm->dwarf, dw) : 0;
+	if (have_dwarf) {
+		/* The DWARF is the target's file: offsets outside their struct
+		 * are not used (the table's value stays, if there is one). */
+		char why[200];
+		const int64_t *tab = vm->rel ? xb_release_flavor(vm->rel, vm->flavor)->off : NULL;
+		int bad = xb_dwarf_validate(dw, tab, why, sizeof(why));
+		if (bad)
+			fprintf(stderr, "warning: this beam's DWARF gives %d implausible offsets (e.g. %s); "
+					"not used\n", bad, why);
+	}
 
 	if (vm->rel) {
 		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
@@ -301,15 +354,64 @@ static void read_pix(struct xb_vm *vm)
 	vm->pix = (struct xb_pix){ v[0], v[1], v[3], v[2], v[4], v[2] < 64 && v[4] < 64 };
 }
 
-int xb_vm_attach(struct xb_vm *vm, pid_t pid)
+/* The invoking user's right to read PID's memory, checked by us when the
+ * tool is not run by root: installed with file capabilities
+ * (CAP_SYS_PTRACE, CAP_PERFMON), it could otherwise read any process.
+ * The rule is the kernel's for an unprivileged tracer (ptrace(2),
+ * "Ptrace access mode checking"): the target's real, effective and saved
+ * uids and gids are the caller's real ones, and it is dumpable (its /proc
+ * entries are owned by its user, not root). */
+/* Does this process hold any effective capability (file capabilities,
+ * or an ambient set)?  Without one the kernel's own checks apply. */
+static bool privileged(void)
 {
-	memset(vm, 0, sizeof(*vm));
-	vm->pid = pid;
-	snprintf(vm->otp, sizeof(vm->otp), "%s", "");
+	char *st = xb_slurp("/proc/self/status", NULL);
+	const char *p = st ? strstr(st, "\nCapEff:") : NULL;
+	bool any = p && strtoull(p + 8, NULL, 16) != 0;
+	free(st);
+	return any;
+}
 
+static int may_trace(struct xb_vm *vm)
+{
+	uid_t me = getuid();
+	gid_t mg = getgid();
+	if (me == 0 || !privileged())
+		return 0;
+	if (!vm->cred_ok)
+		return xb_fail("cannot read the credentials of process %d: %s", (int)vm->pid, xb_err());
+	const struct xb_cred *c = &vm->cred;
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d", (int)vm->pid);
+	bool dumpable = stat(path, &st) == 0 && st.st_uid == me;
+	if (c->ruid != me || c->euid != me || c->suid != me || c->rgid != mg || c->egid != mg ||
+	    c->sgid != mg || !dumpable)
+		return xb_fail("refusing process %d: it runs as uid %u (gid %u)%s, and you (uid %u) may not "
+			       "trace it; with file capabilities this tool reads only processes of the user "
+			       "running it (run it as root for others)",
+			       (int)vm->pid, (unsigned)c->euid, (unsigned)c->egid,
+			       dumpable ? "" : " and is not dumpable", (unsigned)me);
+	return 0;
+}
+
+static int attach(struct xb_vm *vm, pid_t pid)
+{
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return xb_fail("no such process: PID %d does not exist; find the VM with "
 			       "`pgrep -a beam.smp`", (int)pid);
+	/* Pin the process first (pidfd): from here on, whatever we read of
+	 * PID is checked to have come from this very process. */
+	int ro = xb_remote_open(&vm->mem, pid);
+	vm->pinned = vm->mem.pidfd >= 0;
+	if (ro < 0) {
+		if (errno == EACCES || errno == EPERM)
+			return perm_error(pid, "the memory map");
+		return -1;
+	}
+	vm->cred_ok = xb_proc_cred(pid, &vm->cred) == 0;
+	if (may_trace(vm) < 0)
+		return -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	ssize_t n = readlink(path, vm->exe, sizeof(vm->exe) - 1);
@@ -324,12 +426,6 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	vm->exe[n] = 0;
 	const char *base = strrchr(vm->exe, '/');
 	base = base ? base + 1 : vm->exe;
-
-	if (xb_remote_open(&vm->mem, pid) < 0) {
-		if (errno == EACCES || errno == EPERM)
-			return perm_error(pid, "the memory map");
-		return -1;
-	}
 	if (xb_symbols_open(&vm->syms, pid, &vm->mem.maps) < 0)
 		return -1;
 	vm->beam = xb_symbols_module(&vm->syms, vm->exe);
@@ -380,6 +476,27 @@ int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 	return 0;
 }
 
+int xb_vm_attach(struct xb_vm *vm, pid_t pid)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->pid = pid;
+	vm->syms.rootfd = -1;
+	vm->mem.pidfd = -1;
+	int rc = attach(vm, pid);
+	/* The VM exiting at any moment of attaching ends it with one line
+	 * that says so (whatever read failed first), and so does ^C.  A
+	 * process being killed loses its memory and /proc/PID/exe before its
+	 * last thread is gone (and its pidfd says so): on a failure, give it
+	 * a moment to finish dying. */
+	if (rc < 0 && vm->pinned && vm->mem.pidfd >= 0 && !xb_interrupted)
+		poll(&(struct pollfd){ .fd = vm->mem.pidfd, .events = POLLIN }, 1, 50);
+	if (vm->pinned && !xb_remote_alive(&vm->mem))
+		return xb_fail("the VM (PID %d) exited while attaching", (int)pid);
+	if (rc < 0 && xb_interrupted)
+		return xb_fail("interrupted while attaching");
+	return rc;
+}
+
 bool xb_vm_alive(struct xb_vm *vm)
 {
 	if (vm->mem.gone)
@@ -388,10 +505,8 @@ bool xb_vm_alive(struct xb_vm *vm)
 	if (now - vm->alive_checked_ns < 50ull * 1000 * 1000)
 		return true;
 	vm->alive_checked_ns = now;
-	if (kill(vm->pid, 0) < 0 && errno == ESRCH) {
-		vm->mem.gone = true;
+	if (!xb_remote_alive(&vm->mem))
 		return false;
-	}
 	/* A zombie has no memory left to read. */
 	char path[64], *st;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)vm->pid);

@@ -18,11 +18,14 @@ struct ctx {
 static void report(struct ctx *c, bool ok, const char *name, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(c->out, "%-4s %-22s ", ok ? "ok" : "FAIL", name);
+	char raw[2048], text[2048];
 	va_start(ap, fmt);
-	vfprintf(c->out, fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	fputc('\n', c->out);
+	/* atom text and such are the VM's bytes: one line, nothing a
+	 * terminal acts on */
+	xb_sanitize(raw, text, sizeof(text));
+	fprintf(c->out, "%-4s %-22s %s\n", ok ? "ok" : "FAIL", name, text);
 	if (ok)
 		c->passed++;
 	else

@@ -8,11 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SYMFILE (64u << 20)
-#define MAX_SYMFILE_TOTAL (1ull << 30) /* all symfiles of a VM together */
-#define MAX_MODULE_BYTES (64u << 20)
-#define MAX_JIT_ENTRIES 1000000
-#define MAX_FUNCTIONS (1u << 20)
+#define MAX_SYMFILE (64u << 20)       /* one module's symfile (its names and line records) */
+#define MAX_MODULE_BYTES (64u << 20)  /* one interpreter module's code */
+#define MAX_FUNCTIONS (1u << 20)      /* beam_code.h num_functions of one module */
 
 static const char PROLOGUE[] = "-CodeInfoPrologue";
 
@@ -21,12 +19,24 @@ int xb_codemap_add(struct xb_codemap *cm, uint64_t start, uint64_t end, const ch
 {
 	if (end <= start)
 		return 0; /* empty ranges name nothing */
+	if (cm->full)
+		return 0;
+	if (cm->n >= XB_CODEMAP_MAX_ENTRIES || cm->name_bytes + namelen + 1 > XB_CODEMAP_MAX_NAME_BYTES) {
+		cm->full = true;
+		if (cm->n >= XB_CODEMAP_MAX_ENTRIES)
+			xb_overrun(XB_OVR_CODEMAP_ENTRIES, "the code map stopped at %zu entries", cm->n);
+		else
+			xb_overrun(XB_OVR_CODEMAP_BYTES, "the code map stopped at %zu bytes of names",
+				   cm->name_bytes);
+		return 0;
+	}
 	if (xb_grow((void **)&cm->v, &cm->cap, cm->n + 1, sizeof(*cm->v)) < 0)
 		return -1;
 	struct xb_code *c = &cm->v[cm->n];
 	c->name = strndup(name, namelen);
 	if (!c->name)
 		return xb_fail("out of memory");
+	cm->name_bytes += strlen(c->name) + 1;
 	c->start = start;
 	c->end = end;
 	c->seq = seq;
@@ -109,15 +119,6 @@ const struct xb_code *xb_codemap_find_name(const struct xb_codemap *cm, const ch
 	return NULL;
 }
 
-int xb_perfmap_print(const struct xb_codemap *cm, FILE *f)
-{
-	for (size_t i = 0; i < cm->n; i++)
-		if (fprintf(f, "%llx %llx %s\n", (unsigned long long)cm->v[i].start,
-			    (unsigned long long)(cm->v[i].end - cm->v[i].start), cm->v[i].name) < 0)
-			return xb_fail("write failed: %m");
-	return 0;
-}
-
 /* ---- JIT: GDB JIT interface symfiles ---- */
 
 static bool get(const uint8_t *buf, size_t len, int64_t at, void *out, size_t n)
@@ -128,11 +129,30 @@ static bool get(const uint8_t *buf, size_t len, int64_t at, void *out, size_t n)
 	return true;
 }
 
+bool xb_codemap_symfile_layout_ok(const int64_t *off)
+{
+	/* Every field the parsers read, present and inside a small record
+	 * (jit/beam_jit_metadata.cpp: debug_info, emulator_info, module_info,
+	 * range_info, line_info are a few dozen bytes each). */
+	static const enum xb_field need[] = {
+		XB_F_DBGINFO_SIZE, XB_F_DBGINFO_PAYLOAD, XB_F_EMUINFO_FRAME_LAYOUT, XB_F_EMUINFO_NORMAL_EXIT,
+		XB_F_MODINFO_BASE_ADDRESS, XB_F_MODINFO_RANGE_COUNT, XB_F_MODINFO_NAME_LENGTH,
+		XB_F_RANGEINFO_SIZE, XB_F_RANGEINFO_START, XB_F_RANGEINFO_END, XB_F_RANGEINFO_LINE_COUNT,
+		XB_F_RANGEINFO_NAME_LENGTH, XB_F_RANGEINFO_NAME, XB_F_LINEINFO_SIZE, XB_F_LINEINFO_FILE_LENGTH,
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(need); i++)
+		if (off[need[i]] < 0 || off[need[i]] > 256)
+			return false;
+	return off[XB_F_RANGEINFO_SIZE] > 0 && off[XB_F_LINEINFO_SIZE] > 0;
+}
+
 int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const uint8_t *buf,
 			     size_t len, uint32_t seq, unsigned flags)
 {
 	uint32_t header;
 	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
+	if (!xb_codemap_symfile_layout_ok(off))
+		return xb_fail("the release table has no JIT symfile layout");
 	if (!get(buf, len, 0, &header, 4))
 		return xb_fail("symfile too short");
 	if (header == 0) { /* DEBUG_INFO_HEADER_EMULATOR */
@@ -161,7 +181,7 @@ int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const ui
 	char pend_name[1100];
 	size_t pend_len = 0;
 	bool pending = false;
-	for (uint32_t i = 0; i < nranges; i++) {
+	for (uint32_t i = 0; i < nranges && !cm->full; i++) {
 		uint32_t s, e, nlines;
 		uint16_t rnl;
 		if (!get(buf, len, p + off[XB_F_RANGEINFO_START], &s, 4) ||
@@ -245,6 +265,10 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 		return xb_fail("__jit_debug_descriptor not found in this beam (debug level %s); "
 			       "JIT code cannot be named",
 			       xb_debug_name(vm->debug));
+	if (off[XB_F_JITDESC_VERSION] < 0 || off[XB_F_JITDESC_FIRST_ENTRY] < 0 || off[XB_F_JITENTRY_NEXT] < 0 ||
+	    off[XB_F_JITENTRY_SYMFILE_ADDR] < 0 || off[XB_F_JITENTRY_SYMFILE_SIZE] < 0 ||
+	    !xb_codemap_symfile_layout_ok(off))
+		return xb_fail("the release table has no JIT registration layout");
 	if (xb_read_u32(&vm->mem, desc + (uint64_t)off[XB_F_JITDESC_VERSION], &version) < 0 ||
 	    xb_read_u64(&vm->mem, desc + (uint64_t)off[XB_F_JITDESC_FIRST_ENTRY], &entry) < 0)
 		return -1;
@@ -254,8 +278,30 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
 	uint32_t seq = 0;
-	uint64_t total = 0;
-	for (; entry && seq < MAX_JIT_ENTRIES; seq++) {
+	/* Brent's cycle detection: the chain is the VM's memory, and a loop
+	 * in it (corruption, or a hostile process) must end the walk. */
+	uint64_t tortoise = 0, power = 1, lam = 0;
+	for (; entry; seq++) {
+		if (xb_interrupted) {
+			free(buf);
+			return xb_fail("interrupted");
+		}
+		if (seq && entry == tortoise) {
+			xb_overrun(XB_OVR_JIT_CYCLE, "the JIT registration chain loops after %u entries", seq);
+			break;
+		}
+		if (++lam == power) {
+			tortoise = entry;
+			power <<= 1;
+			lam = 0;
+		}
+		if (seq >= XB_CODEMAP_MAX_JIT_CHAIN) {
+			xb_overrun(XB_OVR_JIT_CHAIN, "the JIT registration chain has more than %u entries",
+				   XB_CODEMAP_MAX_JIT_CHAIN);
+			break;
+		}
+		if (cm->full)
+			break;
 		uint64_t next, addr, size;
 		/* The chain itself must be readable; one bad symfile only
 		 * costs its own names (counted in cm->dropped). */
@@ -264,14 +310,18 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 		    xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_SYMFILE_SIZE], &size) < 0)
 			goto fail;
 		entry = next;
-		total += size;
-		if (total > MAX_SYMFILE_TOTAL) {
-			xb_fail("JIT registrations add up to more than %llu bytes: a corrupt chain?",
-				(unsigned long long)MAX_SYMFILE_TOTAL);
-			goto fail;
+		if (size > MAX_SYMFILE) {
+			cm->dropped++;
+			continue;
 		}
-		if (size > MAX_SYMFILE || xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 ||
-		    xb_read(&vm->mem, addr, buf, size) < 0) {
+		if (cm->bytes_read + size > XB_CODEMAP_MAX_READ) {
+			xb_overrun(XB_OVR_CODEMAP_BYTES, "JIT registrations past %llu bytes not read",
+				   (unsigned long long)cm->bytes_read);
+			cm->full = true;
+			break;
+		}
+		cm->bytes_read += size;
+		if (xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 || xb_read(&vm->mem, addr, buf, size) < 0) {
 			cm->dropped++;
 			continue;
 		}
@@ -292,6 +342,8 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 		}
 	}
 	free(buf);
+	if (xb_interrupted)
+		return xb_fail("interrupted"); /* not worth sorting */
 	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
 		xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &cm->normal_exit);
 	xb_codemap_finish(cm);
@@ -306,6 +358,8 @@ fail:
 static int ranges_head(struct xb_vm *vm, uint64_t *mods, uint64_t *n, uint32_t *ix)
 {
 	*ix = 0;
+	if (xb_off(vm, XB_F_RANGES_SIZE) <= 0 || xb_off(vm, XB_F_RANGES_MODULES) < 0 || xb_off(vm, XB_F_RANGES_N) < 0)
+		return xb_fail("the release table has no module range layout");
 	if (vm->sym.active_code_ix && xb_read_u32(&vm->mem, vm->sym.active_code_ix, ix) < 0)
 		return -1;
 	if (*ix >= (uint32_t)vm->num_code_ix)
@@ -319,9 +373,18 @@ static int ranges_head(struct xb_vm *vm, uint64_t *mods, uint64_t *n, uint32_t *
 	return 0;
 }
 
+/* Are the ErtsCodeMFA fields (code_ix.h) there, within its 24 bytes? */
+static bool mfa_layout_ok(const struct xb_vm *vm)
+{
+	int64_t m = xb_off(vm, XB_F_MFA_MODULE), f = xb_off(vm, XB_F_MFA_FUNCTION), a = xb_off(vm, XB_F_MFA_ARITY);
+	return m >= 0 && f >= 0 && a >= 0 && m <= 16 && f <= 16 && a <= 16;
+}
+
 static int name_mfa(struct xb_vm *vm, const uint8_t *mfa, char *out, size_t len)
 {
 	uint64_t m, f, a;
+	if (!mfa_layout_ok(vm))
+		return xb_fail("the release table has no MFA layout");
 	memcpy(&m, mfa + xb_off(vm, XB_F_MFA_MODULE), 8);
 	memcpy(&f, mfa + xb_off(vm, XB_F_MFA_FUNCTION), 8);
 	memcpy(&a, mfa + xb_off(vm, XB_F_MFA_ARITY), 8);
@@ -353,8 +416,18 @@ static int emu_module(struct xb_vm *vm, struct xb_codemap *cm, uint64_t start, u
 {
 	int64_t nf_off = xb_off(vm, XB_F_CODEHDR_NUM_FUNCTIONS),
 		fn_off = xb_off(vm, XB_F_CODEHDR_FUNCTIONS), mfa_off = xb_off(vm, XB_F_CODEINFO_MFA);
+	if (nf_off < 0 || fn_off < 0 || mfa_off < 0 || nf_off > 4096 || fn_off > 4096 || mfa_off > 256 ||
+	    !mfa_layout_ok(vm))
+		return xb_fail("the release table has no code header layout");
 	if (end <= start || end - start > MAX_MODULE_BYTES)
 		return xb_fail("implausible module range");
+	if (cm->bytes_read + (end - start) > XB_CODEMAP_MAX_READ) {
+		xb_overrun(XB_OVR_CODEMAP_BYTES, "modules past %llu bytes of code not read",
+			   (unsigned long long)cm->bytes_read);
+		cm->full = true;
+		return 0;
+	}
+	cm->bytes_read += end - start;
 	size_t size = (size_t)(end - start);
 	uint8_t *code = malloc(size);
 	if (!code)
@@ -363,7 +436,7 @@ static int emu_module(struct xb_vm *vm, struct xb_codemap *cm, uint64_t start, u
 	if (xb_read(&vm->mem, start, code, size) < 0)
 		goto out;
 	uint64_t nf;
-	if ((uint64_t)fn_off + 8 > size)
+	if ((uint64_t)fn_off + 8 > size || (uint64_t)nf_off + 8 > size)
 		goto bad;
 	memcpy(&nf, code + nf_off, 8);
 	if (nf == 0 || nf > MAX_FUNCTIONS || (uint64_t)fn_off + (nf + 1) * 8 > size)
@@ -373,8 +446,12 @@ static int emu_module(struct xb_vm *vm, struct xb_codemap *cm, uint64_t start, u
 	if (prev < start + (uint64_t)fn_off || prev > end)
 		goto bad;
 	char modname[1100] = "";
-	for (uint64_t i = 0; i < nf; i++) {
+	for (uint64_t i = 0; i < nf && !cm->full; i++) {
 		uint64_t ci, next;
+		if (xb_interrupted) {
+			xb_fail("interrupted");
+			goto out;
+		}
 		memcpy(&ci, code + fn_off + i * 8, 8);
 		memcpy(&next, code + fn_off + (i + 1) * 8, 8);
 		if (ci < start || next > end || next <= ci ||
@@ -423,6 +500,9 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 	if (!vm->atoms.n)
 		xb_vm_atoms_prefetch(vm);
 	int64_t esz = xb_off(vm, XB_F_RANGE_SIZE);
+	if (esz < 16 || esz > 64 || xb_off(vm, XB_F_RANGE_START) < 0 || xb_off(vm, XB_F_RANGE_END) < 0 ||
+	    xb_off(vm, XB_F_RANGE_START) + 8 > esz || xb_off(vm, XB_F_RANGE_END) + 8 > esz)
+		return xb_fail("the release table has no module range layout");
 	uint8_t *tab = malloc(n * (uint64_t)esz + 1);
 	if (!tab)
 		return xb_fail("out of memory");
@@ -430,13 +510,21 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 		free(tab);
 		return -1;
 	}
-	for (uint64_t k = 0; k < n; k++) {
+	for (uint64_t k = 0; k < n && !cm->full; k++) {
 		uint64_t s, e;
+		if (xb_interrupted) {
+			free(tab);
+			return xb_fail("interrupted");
+		}
 		memcpy(&s, tab + k * esz + xb_off(vm, XB_F_RANGE_START), 8);
 		memcpy(&e, tab + k * esz + xb_off(vm, XB_F_RANGE_END), 8);
 		if (s == e)
 			continue; /* purged: erts_remove_from_ranges sets end = start */
 		if (emu_module(vm, cm, s, e) < 0) {
+			if (xb_interrupted) {
+				free(tab);
+				return xb_fail("interrupted");
+			}
 			/* A module being loaded or purged right now: skip it. */
 			xb_debug("skipping module at 0x%llx: %s\n", (unsigned long long)s, xb_err());
 			cm->dropped++;
@@ -446,6 +534,8 @@ static int build_emu(struct xb_vm *vm, struct xb_codemap *cm)
 		}
 	}
 	free(tab);
+	if (xb_interrupted)
+		return xb_fail("interrupted"); /* not worth sorting */
 	if (vm->sym.normal_exit_ptr)
 		xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &cm->normal_exit);
 	xb_codemap_finish(cm);
@@ -458,6 +548,8 @@ int xb_codemap_build(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	memset(cm, 0, sizeof(*cm));
 	cm->gen = ++generation;
 	int r = vm->flavor == XB_FLAVOR_JIT ? build_jit(vm, cm, flags) : build_emu(vm, cm);
+	if (r == 0 && xb_interrupted)
+		r = xb_fail("interrupted");
 	if (r == 0 && cm->nlmods)
 		qsort(cm->lmods, cm->nlmods, sizeof(*cm->lmods), cmp_linemod);
 	if (r < 0) {
@@ -487,7 +579,7 @@ int xb_codemap_stale(struct xb_vm *vm, const struct xb_codemap *cm)
 
 /* ---- source lines (--lines) ---- */
 
-#define MAX_LINES (4u << 20)   /* line records of one module */
+#define MAX_LINES (1u << 20)   /* line records of one module (16 MiB) */
 #define MAX_FILES 256          /* beam_code.h: LOC_FILE is 8 bits */
 #define MAX_FILE_CHARS 1024
 
@@ -590,7 +682,9 @@ int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_
 	uint16_t namelen;
 	size_t cap = 0;
 	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
-	if (off[XB_F_LINEINFO_START] < 0 || off[XB_F_LINEINFO_LINE] < 0 || off[XB_F_LINEINFO_FILE] < 0)
+	if (off[XB_F_LINEINFO_START] < 0 || off[XB_F_LINEINFO_LINE] < 0 || off[XB_F_LINEINFO_FILE] < 0 ||
+	    off[XB_F_LINEINFO_START] > 256 || off[XB_F_LINEINFO_LINE] > 256 || off[XB_F_LINEINFO_FILE] > 256 ||
+	    !xb_codemap_symfile_layout_ok(off))
 		return xb_fail("this release's table has no JIT line records");
 	if (!get(buf, len, 0, &header, 4) || header != 1 ||
 	    !get(buf, len, pay + off[XB_F_MODINFO_BASE_ADDRESS], &base, 8) ||
@@ -818,8 +912,13 @@ int xb_codemap_line(struct xb_vm *vm, struct xb_codemap *cm, const struct xb_cod
 	struct xb_linemod *lm = linemod_of(cm, c, addr);
 	if (!lm)
 		return -1;
+	if (lm->state == 0 && cm->line_bytes >= XB_CODEMAP_MAX_LINE_BYTES) {
+		xb_overrun(XB_OVR_LINES, "line tables past %zu bytes not read", cm->line_bytes);
+		lm->state = -1;
+	}
 	if (lm->state == 0) {
 		int r = vm->flavor == XB_FLAVOR_JIT ? jit_lines(vm, lm) : emu_lines(vm, lm);
+		cm->line_bytes += lm->n * sizeof(*lm->v) + lm->nfiles * 64;
 		if (r < 0) {
 			xb_debug("no lines for the module at 0x%llx: %s\n", (unsigned long long)lm->start,
 				 xb_err());

@@ -18,7 +18,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DATA (64u << 20)
+#define MAX_DATA (64u << 20)         /* one writable mapping of the beam */
+#define MAX_DATA_TOTAL (256u << 20)  /* all of them */
+/* Reads of the target one discovery may make: candidates are checked by
+ * following pointers, and a hostile (or corrupt) data segment must not
+ * turn that into minutes of reads.  A real OTP 29 beam needs ~10,000. */
+#define MAX_DISCOVERY_READS 500000u
+#define MAX_JIT_CHAIN 100000         /* links followed per candidate descriptor */
+
+static uint64_t reads_at_start;
+
+static bool out_of_effort(struct xb_vm *vm)
+{
+	return xb_interrupted || vm->mem.reads - reads_at_start > MAX_DISCOVERY_READS;
+}
 
 struct region {
 	uint64_t start;
@@ -30,7 +43,7 @@ struct region {
  * (.bss beyond the file). */
 static size_t data_regions(struct xb_vm *vm, struct region *out, size_t max)
 {
-	size_t n = 0;
+	size_t n = 0, total = 0;
 	const struct xb_maps *m = &vm->mem.maps;
 	for (size_t i = 0; i < m->n && n < max; i++) {
 		const struct xb_map *mp = &m->v[i];
@@ -40,8 +53,9 @@ static size_t data_regions(struct xb_vm *vm, struct region *out, size_t max)
 		if (!mp->readable || !mp->writable || (!beam && !bss))
 			continue;
 		size_t len = (size_t)(mp->end - mp->start);
-		if (len > MAX_DATA)
+		if (len > MAX_DATA || total + len > MAX_DATA_TOTAL)
 			continue;
+		total += len;
 		uint8_t *buf = malloc(len);
 		if (!buf || xb_read(&vm->mem, mp->start, buf, len) < 0) {
 			free(buf);
@@ -50,6 +64,13 @@ static size_t data_regions(struct xb_vm *vm, struct region *out, size_t max)
 		out[n++] = (struct region){ mp->start, buf, len };
 	}
 	return n;
+}
+
+/* Field F (N bytes) of a candidate struct lies inside the ROOM bytes
+ * read (a table's offset may be missing: -1, or absurd). */
+static bool fits(const int64_t *o, enum xb_field f, size_t n, size_t room)
+{
+	return o[f] >= 0 && (uint64_t)o[f] + n <= room;
 }
 
 size_t xb_vm_data_regions(struct xb_vm *vm, struct xb_vm_data_region *out, size_t max)
@@ -80,16 +101,24 @@ static bool jit_desc_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	const int64_t *o = vm->off;
 	uint32_t version, action;
 	uint64_t first;
-	if (room < 32 || o[XB_F_JITDESC_FIRST_ENTRY] < 0)
+	if (room < 32 || !fits(o, XB_F_JITDESC_FIRST_ENTRY, 8, room) || !fits(o, XB_F_JITDESC_VERSION, 4, room) ||
+	    o[XB_F_JITENTRY_NEXT] < 0 || o[XB_F_JITENTRY_SYMFILE_ADDR] < 0 || o[XB_F_JITENTRY_SYMFILE_SIZE] < 0)
 		return false;
 	memcpy(&version, at + o[XB_F_JITDESC_VERSION], 4);
 	memcpy(&action, at + 4, 4);
 	memcpy(&first, at + o[XB_F_JITDESC_FIRST_ENTRY], 8);
 	if (version != 1 || action > 3 || !is_ptr(vm, first))
 		return false;
-	uint64_t e = first;
+	uint64_t e = first, tortoise = 0, power = 1, lam = 0;
 	bool emulator = false;
-	for (int k = 0; e && k < 100000; k++) {
+	for (int k = 0; e && k < MAX_JIT_CHAIN; k++) {
+		if ((k && e == tortoise) || out_of_effort(vm))
+			return false; /* a loop is no registration chain */
+		if (++lam == power) {
+			tortoise = e;
+			power <<= 1;
+			lam = 0;
+		}
 		uint64_t next, sym, size;
 		uint32_t header;
 		if (xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_JITENTRY_NEXT], &next) < 0 ||
@@ -112,7 +141,7 @@ static bool atom_table_ok(struct xb_vm *vm, uint64_t base, const uint8_t *at, si
 	const int64_t *o = vm->off;
 	int32_t entries;
 	uint64_t seg;
-	if ((int64_t)room < o[XB_F_INDEXTAB_SEG_TABLE] + 8)
+	if (!fits(o, XB_F_INDEXTAB_SEG_TABLE, 8, room) || !fits(o, XB_F_INDEXTAB_ENTRIES, 4, room))
 		return false;
 	memcpy(&entries, at + o[XB_F_INDEXTAB_ENTRIES], 4);
 	memcpy(&seg, at + o[XB_F_INDEXTAB_SEG_TABLE], 8);
@@ -137,7 +166,8 @@ static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	const int64_t *o = vm->off;
 	uint64_t tab, invalid;
 	uint32_t max;
-	if ((int64_t)room < o[XB_F_PTAB_INVALID_ELEMENT] + 8 || (int64_t)room < o[XB_F_PTAB_MAX] + 4)
+	if (!fits(o, XB_F_PTAB_INVALID_ELEMENT, 8, room) || !fits(o, XB_F_PTAB_MAX, 4, room) ||
+	    !fits(o, XB_F_PTAB_TAB, 8, room) || o[XB_F_PROC_ID] < 0)
 		return false;
 	memcpy(&tab, at + o[XB_F_PTAB_TAB], 8);
 	memcpy(&max, at + o[XB_F_PTAB_MAX], 4);
@@ -165,7 +195,8 @@ static bool proc_tab_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 static bool sched_array_ok(struct xb_vm *vm, uint64_t p, int n, uint32_t type)
 {
 	const int64_t *o = vm->off;
-	if (n < 1 || !is_ptr(vm, p) || p % 64)
+	if (n < 1 || !is_ptr(vm, p) || p % 64 || o[XB_F_SCHED_STRIDE] <= 0 || o[XB_F_SCHED_NO] < 0 ||
+	    o[XB_F_SCHED_TYPE] < 0)
 		return false;
 	for (int i = 0; i < n && i < 4; i++) {
 		uint64_t e = p + (uint64_t)i * (uint64_t)o[XB_F_SCHED_STRIDE];
@@ -193,10 +224,19 @@ void xb_vm_discover(struct xb_vm *vm, int nsched, int ndirty_cpu, int ndirty_io)
 	bool want_ptab = !s->proc_tab && vm->off[XB_F_PTAB_TAB] >= 0 && vm->off[XB_F_PTAB_INVALID_ELEMENT] >= 0;
 	if (!want_jit && !want_atoms && !want_sched && !want_dcpu && !want_dio && !want_ptab)
 		return;
+	reads_at_start = vm->mem.reads;
 	struct region r[16];
 	size_t nr = data_regions(vm, r, 16);
-	for (size_t k = 0; k < nr; k++) {
+	bool gave_up = false;
+	for (size_t k = 0; k < nr && !gave_up; k++) {
 		for (size_t off = 0; off + 8 <= r[k].len; off += 8) {
+			if ((off & 4095) == 0 && out_of_effort(vm)) {
+				gave_up = true;
+				if (!xb_interrupted)
+					xb_overrun(XB_OVR_DISCOVERY, "discovery stopped after %llu reads",
+						   (unsigned long long)(vm->mem.reads - reads_at_start));
+				break;
+			}
 			const uint8_t *at = r[k].buf + off;
 			size_t room = r[k].len - off;
 			uint64_t addr = r[k].start + off, w;

@@ -3,6 +3,7 @@
 #include "xb/common.h"
 
 #include <dwarf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,11 +47,15 @@ static bool member_offset(Dwarf_Die *m, int64_t *off)
 /* Find member NAME (length len) in aggregate AGG, descending into
  * anonymous members.  On success *out is the member DIE and *off adds its
  * offset. */
+/* Anonymous members nest a few levels in erts (struct process: common.u
+ * .alive); the DWARF is the target's file, so the depth is bounded. */
+#define MAX_ANON_DEPTH 8
+
 static bool find_member(Dwarf_Die *agg, const char *name, size_t len, Dwarf_Die *out,
-			int64_t *off)
+			int64_t *off, int depth)
 {
 	Dwarf_Die child;
-	if (dwarf_child(agg, &child) != 0)
+	if (depth > MAX_ANON_DEPTH || dwarf_child(agg, &child) != 0)
 		return false;
 	do {
 		if (dwarf_tag(&child) != DW_TAG_member)
@@ -70,7 +75,7 @@ static bool find_member(Dwarf_Die *agg, const char *name, size_t len, Dwarf_Die 
 			if (dwarf_attr(&child, DW_AT_type, &a) && dwarf_formref_die(&a, &t) &&
 			    peel(&t) == 0 && is_aggregate(dwarf_tag(&t))) {
 				int64_t sub = *off + moff;
-				if (find_member(&t, name, len, out, &sub)) {
+				if (find_member(&t, name, len, out, &sub, depth + 1)) {
 					*off = sub;
 					return true;
 				}
@@ -95,7 +100,7 @@ static int64_t resolve(Dwarf_Die *type, const char *path)
 		if (!is_aggregate(dwarf_tag(&cur)))
 			return XB_NOFIELD;
 		Dwarf_Die m;
-		if (!find_member(&cur, path, len, &m, &off))
+		if (!find_member(&cur, path, len, &m, &off, 0))
 			return XB_NOFIELD;
 		path += len;
 		if (*path == '.')
@@ -135,6 +140,39 @@ static bool type_matches(Dwarf_Die *d, const char *type)
 	return true;
 }
 
+/* Largest struct we read a field of (struct process is under 1 KiB; the
+ * aligned scheduler data ~40 KiB). */
+#define MAX_STRUCT_BYTES (1u << 20)
+
+int xb_dwarf_validate(int64_t off[XB_F_COUNT], const int64_t *fallback, char *why, size_t wlen)
+{
+	int bad = 0;
+	if (wlen)
+		why[0] = 0;
+	for (int i = 0; i < XB_F_COUNT; i++) {
+		if (off[i] == XB_NOFIELD)
+			continue;
+		const struct xb_field_spec *f = &xb_field_specs[i];
+		bool size_field = !*f->member;
+		/* the size of the field's struct, from this DWARF, else the table */
+		int64_t size = -1;
+		for (int k = 0; k < XB_F_COUNT && !size_field; k++)
+			if (!*xb_field_specs[k].member && strcmp(xb_field_specs[k].type, f->type) == 0)
+				size = off[k] != XB_NOFIELD ? off[k] : fallback ? fallback[k] : -1;
+		bool ok = size_field ? off[i] > 0 && off[i] <= MAX_STRUCT_BYTES
+				     : off[i] >= 0 && off[i] < MAX_STRUCT_BYTES &&
+				       (size <= 0 || off[i] <= size); /* a flexible array may start at the end */
+		if (ok)
+			continue;
+		if (wlen && !why[0])
+			snprintf(why, wlen, "%s = %lld%s", xb_field_name((enum xb_field)i), (long long)off[i],
+				 size > 0 ? " (outside the struct)" : "");
+		off[i] = XB_NOFIELD;
+		bad++;
+	}
+	return bad;
+}
+
 int xb_dwarf_layout(Dwarf *dw, int64_t off[XB_F_COUNT])
 {
 	int found = 0;
@@ -144,7 +182,7 @@ int xb_dwarf_layout(Dwarf *dw, int64_t off[XB_F_COUNT])
 
 	Dwarf_Off cu = 0, next;
 	size_t hsize;
-	while (found < XB_F_COUNT && dwarf_nextcu(dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
+	while (found < XB_F_COUNT && !xb_interrupted && dwarf_nextcu(dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cudie, d;
 		if (!dwarf_offdie(dw, cu + hsize, &cudie) || dwarf_child(&cudie, &d) != 0) {
 			cu = next;

@@ -56,6 +56,8 @@ int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr)
 {
 	/* Both are set once at boot (erl_process.c init_scheduler_data). */
 	uint64_t base = vm->sched_base, nsched = vm->sched_count;
+	if (xb_off(vm, XB_F_SCHED_STRIDE) <= 0)
+		return xb_fail("the release table has no scheduler data layout");
 	if (!vm->sym.sched_data_ptr || (!vm->sym.no_schedulers && !nsched))
 		return xb_fail("scheduler data not found");
 	if (!base && ((!nsched && xb_read_u64(&vm->mem, vm->sym.no_schedulers, &nsched) < 0) ||
@@ -76,6 +78,8 @@ int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr)
 	uint64_t ptr = kind == 'c' ? vm->sym.dirty_cpu_data_ptr : vm->sym.dirty_io_data_ptr, base;
 	if (!ptr)
 		return xb_fail("dirty scheduler data symbols not found");
+	if (xb_off(vm, XB_F_SCHED_STRIDE) <= 0)
+		return xb_fail("the release table has no scheduler data layout");
 	if (no < 1 || no > 4096)
 		return xb_fail("dirty scheduler %d out of range", no);
 	if (xb_read_u64(&vm->mem, ptr, &base) < 0)

@@ -97,14 +97,27 @@ size_t xb_atom_quote(const char *name, size_t n, char *outbuf, size_t outlen)
 				snprintf(esc, sizeof(esc), "\\%o", c);
 				put(&o, esc, strlen(esc));
 			} else if (c >= 0x80) {
-				size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-				if (c == 0xC2 && i + 1 < n && s[i + 1] < 0xA0) {
+				size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+				/* erts keeps atoms valid UTF-8; memory read from a VM
+				 * need not be: a sequence is copied only as far as its
+				 * continuation bytes go (cut by the atom's end: what
+				 * is there), and a lead byte followed by anything else
+				 * (NUL, a control, ASCII) is escaped, never copied with
+				 * what follows it */
+				for (size_t k = 1; k < len && len; k++)
+					if (i + k >= n)
+						len = k;
+					else if ((s[i + k] & 0xC0) != 0x80)
+						len = 0;
+				if (len == 2 && c == 0xC2 && s[i + 1] < 0xA0) {
+					/* C1 control (U+0080..U+009F) */
 					snprintf(esc, sizeof(esc), "\\%o", s[i + 1]);
 					put(&o, esc, strlen(esc));
 					i++;
+				} else if (len == 0) {
+					snprintf(esc, sizeof(esc), "\\%o", c);
+					put(&o, esc, strlen(esc));
 				} else {
-					if (i + len > n)
-						len = n - i;
 					put(&o, (const char *)s + i, len);
 					i += len - 1;
 				}

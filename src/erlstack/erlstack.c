@@ -13,6 +13,14 @@
 #define MAX_HEAP_BYTES (1ull << 36)
 #define CHUNK_WORDS 512
 #define MAX_PROC_READ 1024 /* bytes of the process struct read at most */
+/* One sample's walk reads at most this much of a stack (besides the
+ * depth limit): a process's stack and heap share one block, and a huge
+ * heap must not become a huge read.  1 MiB is 128 Ki words: 128 frames of
+ * up to 1,000 live terms each (the compiler's y registers per frame). */
+#define MAX_WALK_BYTES (1u << 20)
+/* --pstack keeps every code map version its frames point into until it
+ * prints: at most this many. */
+#define MAX_RETIRED_MAPS 16
 
 void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,
 		    unsigned max_depth)
@@ -34,6 +42,14 @@ void xb_estate_refresh_code(struct xb_estate *st, bool force)
 	st->last_refresh_ns = now;
 	if (!force && xb_codemap_stale(st->vm, st->cm) != 1)
 		return;
+	if (st->keep_old_maps && st->nretired >= MAX_RETIRED_MAPS) {
+		/* a VM loading code all the time: names of newer code wait
+		 * rather than memory growing with every version */
+		xb_overrun(XB_OVR_CODEMAP_KEPT, "%zu code map versions kept for --pstack; no more rebuilds",
+			   st->nretired);
+		st->refresh_wanted = false;
+		return;
+	}
 	struct xb_codemap next;
 	st->refresh_wanted = false;
 	if (xb_codemap_build(st->vm, &next, st->flags) < 0)
@@ -246,6 +262,13 @@ static void walk(struct xb_estate *st, uint64_t E, uint64_t hend, struct xb_esta
 	uint64_t words[CHUNK_WORDS];
 	uint64_t a = E;
 	while (a < hend && !out->truncated) {
+		if (a - E >= MAX_WALK_BYTES || xb_interrupted) {
+			if (!xb_interrupted)
+				xb_overrun(XB_OVR_STACK_BYTES, "a stack walk stopped after %u bytes (%u frames) of a "
+					   "%llu-byte stack", MAX_WALK_BYTES, out->n, (unsigned long long)(hend - E));
+			out->truncated = true;
+			return;
+		}
 		size_t nw = (size_t)((hend - a) / 8);
 		if (nw > CHUNK_WORDS)
 			nw = CHUNK_WORDS;

@@ -3,6 +3,8 @@
 #include "xb/symbols.h"
 #include "xb/common.h"
 
+#include "xb/safefile.h"
+
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -12,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -55,26 +59,130 @@ static int vdso_elf(Dwarf_Addr base, char **file_name, Elf **elfp)
 	return -1;
 }
 
-/* Open module files through /proc/PID/root so containers and chroots see
- * the same files the target does. */
+/* The symbols being reported (one target per process, see report_pid). */
+static struct xb_symbols *cur;
+
+/* Largest ELF or debug file we open: libelf maps it, libdw parses it. */
+#define MAX_ELF_BYTES (4ull << 30)
+
+static void refuse(const char *what)
+{
+	if (!cur)
+		return;
+	cur->refused++;
+	if (!cur->refusal[0])
+		snprintf(cur->refusal, sizeof(cur->refusal), "%s", what);
+	if (xb_verbose)
+		fprintf(stderr, "note: %s\n", what);
+}
+
+/* Open module files inside the target's root (containers and chroots
+ * see their own files), by the rules of xb/safefile.h, and only the file
+ * the maps line at BASE names: same path, same device and inode.  A file
+ * replaced since it was mapped, or a path that resolves elsewhere, names
+ * nothing (no host fallback). */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
 	(void)mod;
-	(void)base;
 	(void)userdata;
 	*elfp = NULL;
 	if (strncmp(modname, "[vdso", 5) == 0)
 		return vdso_elf(base, file_name, elfp);
-	if (modname[0] != '/')
+	if (modname[0] != '/' || !cur || cur->rootfd < 0 || !cur->maps)
 		return -1;
-	char path[4200];
-	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)report_pid, modname);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	const struct xb_map *m = xb_maps_find(cur->maps, base);
+	for (size_t i = 0; m && strcmp(m->path, modname) != 0 && i < cur->maps->n; i++)
+		m = strcmp(cur->maps->v[i].path, modname) == 0 ? &cur->maps->v[i] : m;
+	if (!m || strcmp(m->path, modname) != 0) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "%.150s: no longer mapped; not opened", modname);
+		refuse(msg);
+		return -1;
+	}
+	/* maps names files as we see them: a target chrooted into a
+	 * directory we can reach has its root's path in front */
+	const char *inroot = modname;
+	size_t pl = strlen(cur->root_prefix);
+	if (pl && strncmp(modname, cur->root_prefix, pl) == 0 && modname[pl] == '/')
+		inroot = modname + pl;
+	struct stat st;
+	int fd = xb_safe_open(cur->rootfd, inroot, MAX_ELF_BYTES, XB_SAFE_NOFOLLOW, &st);
+	if (fd < 0) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "symbols: %s", xb_err());
+		refuse(msg);
+		return -1;
+	}
+	if (st.st_ino != m->inode || major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor) {
+		close(fd);
+		char msg[256];
+		snprintf(msg, sizeof(msg), "symbols: %.150s is not the file the process maps (device or "
+			 "inode differ): not used", modname);
+		refuse(msg);
+		return -1;
+	}
+	*file_name = strdup(modname);
+	return fd;
+}
+
+/* Does the ELF file open on FD carry build-id ID? */
+static bool same_build_id(int fd, const unsigned char *id, int len)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *got = NULL;
+	ssize_t n = e ? dwelf_elf_gnu_build_id(e, &got) : -1;
+	bool same = n == len && got && memcmp(got, id, (size_t)len) == 0;
+	if (e)
+		elf_end(e);
+	return same;
+}
+
+/* The system's debug directory: separate debug files by build-id
+ * (.build-id/xx/rest.debug, as Debian's -dbgsym packages and dh_dwz
+ * install them). */
+#define DEBUG_DIR "/usr/lib/debug"
+
+/* A debug file with build-id ID, under the system's debug directory
+ * (resolved beneath it: relative symlinks inside it are followed, as
+ * other distributions lay them out) and, for a target in another root
+ * (a container), under its own (inside its root).  Regular files of
+ * bounded size whose build-id is ID; never a name the file itself chose
+ * (.gnu_debuglink, a dwz file name). */
+static int debug_by_build_id(const unsigned char *id, int len, char **name)
+{
+	if (len < 3 || len > 64)
+		return -1;
+	char rel[160];
+	int n = snprintf(rel, sizeof(rel), ".build-id/%02x/", id[0]);
+	for (int i = 1; i < len; i++)
+		n += snprintf(rel + n, sizeof(rel) - (size_t)n, "%02x", id[i]);
+	snprintf(rel + n, sizeof(rel) - (size_t)n, ".debug");
+	char full[200];
+	snprintf(full, sizeof(full), "%s/%s", DEBUG_DIR, rel);
+	int fd = -1;
+	int dfd = open(DEBUG_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fd = xb_safe_open(dfd, rel, MAX_ELF_BYTES, XB_SAFE_BENEATH, NULL);
+		close(dfd);
+	}
+	/* A target in another root (a container): its own debug directory,
+	 * resolved inside its root. */
+	struct stat a, b;
+	if (fd < 0 && cur && cur->rootfd >= 0 && fstat(cur->rootfd, &a) == 0 && stat("/", &b) == 0 &&
+	    (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		fd = xb_safe_open(cur->rootfd, full, MAX_ELF_BYTES, 0, NULL);
 	if (fd < 0)
-		fd = open(modname, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		*file_name = strdup(modname);
+		return -1;
+	if (!same_build_id(fd, id, len)) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "symbols: %s does not have the build-id it is named by: not used",
+			 full);
+		refuse(msg);
+		close(fd);
+		return -1;
+	}
+	*name = strdup(full);
 	return fd;
 }
 
@@ -91,18 +199,6 @@ static void note(const char *fmt, ...)
 	fputs("debuginfod: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-}
-
-/* Does the ELF file open on FD carry build-id ID? */
-static bool same_build_id(int fd, const unsigned char *id, int len)
-{
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	const void *got = NULL;
-	ssize_t n = e ? dwelf_elf_gnu_build_id(e, &got) : -1;
-	bool same = n == len && got && memcmp(got, id, (size_t)len) == 0;
-	if (e)
-		elf_end(e);
-	return same;
 }
 
 /* The VM's executable (only its debug info is fetched: a stripped beam
@@ -142,9 +238,11 @@ static int debuginfod_fetch(Dwfl_Module *mod, const char *modname, char **debugi
 	char *path = NULL;
 	int fd = debuginfod_find_debuginfo(c, id, len, &path);
 	const char *url = debuginfod_get_url(c);
+	struct stat st;
 	if (fd < 0) {
 		note("no debug info for %s (build-id %s): %s\n", base, hex, strerror(-fd));
-	} else if (!same_build_id(fd, id, len)) {
+	} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_ELF_BYTES ||
+		   !same_build_id(fd, id, len)) {
 		note("%s from %s does not have build-id %s: ignored\n", path ? path : "?",
 			 url ? url : "the cache", hex);
 		close(fd);
@@ -161,26 +259,51 @@ static int debuginfod_fetch(Dwfl_Module *mod, const char *modname, char **debugi
 }
 #endif
 
-/* Local debug info first (/usr/lib/debug by build-id, .gnu_debuglink),
- * asked with debuginfod off; then, when DEBUGINFOD_URLS is set (the
- * opt-in), the servers it names, for the VM's executable. */
+/* libdwfl asks for a module's debug info, and for the dwz alt file
+ * (.gnu_debugaltlink) of DWARF it found, through this one callback.
+ * Both are looked up by build-id only (debug_by_build_id); then, when
+ * the user set DEBUGINFOD_URLS (the opt-in; ignored when the tool runs
+ * with file capabilities: secure_getenv), the servers it names, for the
+ * VM's executable.  .gnu_debuglink is never followed. */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 			  char **debuginfo_file_name)
 {
-	const char *urls = getenv("DEBUGINFOD_URLS");
-	char *saved = urls && *urls ? strdup(urls) : NULL;
-	if (saved)
-		unsetenv("DEBUGINFOD_URLS"); /* libdwfl would ask, silently */
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-					      debuglink_crc, debuginfo_file_name);
-	if (saved)
-		setenv("DEBUGINFOD_URLS", saved, 1);
+	(void)userdata;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	/* While libdwfl looks for the alt file, the module's DWARF is
+	 * already loaded (libdwfl/dwfl_module_getdwarf.c, find_dw: "the
+	 * find_debuginfo callback might need it"); while it looks for the
+	 * debug file itself, it is not (and asking does not recurse: the
+	 * failure is cached). */
+	Dwarf_Addr bias;
+	Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+	if (dw) {
+		const char *altname;
+		const void *altid;
+		ssize_t n = dwelf_dwarf_gnu_debugaltlink(dw, &altname, &altid);
+		if (n <= 0)
+			return -1;
+		int fd = debug_by_build_id(altid, (int)n, debuginfo_file_name);
+		if (fd >= 0 && cur &&
+		    xb_grow((void **)&cur->alt_ok, &cur->capalt_ok, cur->nalt_ok + 1, sizeof(*cur->alt_ok)) == 0)
+			cur->alt_ok[cur->nalt_ok++] = mod;
+		return fd;
+	}
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &id, &vaddr);
+	int fd = len > 0 ? debug_by_build_id(id, len, debuginfo_file_name) : -1;
 #ifdef XB_HAVE_DEBUGINFOD
-	if (fd < 0 && saved && modname && is_target_exe(modname))
+	const char *urls = secure_getenv("DEBUGINFOD_URLS");
+	if (fd < 0 && urls && *urls && modname && is_target_exe(modname))
 		fd = debuginfod_fetch(mod, modname, debuginfo_file_name);
+#else
+	(void)modname;
 #endif
-	free(saved);
 	return fd;
 }
 
@@ -378,7 +501,18 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 {
 	memset(s, 0, sizeof(*s));
 	s->pid = pid;
+	s->maps = maps;
 	report_pid = pid;
+	cur = s;
+	s->rootfd = xb_proc_root_open(pid);
+	if (s->rootfd < 0)
+		return -1;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
+	ssize_t rl = readlink(link, s->root_prefix, sizeof(s->root_prefix) - 1);
+	s->root_prefix[rl > 0 ? rl : 0] = 0;
+	if (strcmp(s->root_prefix, "/") == 0)
+		s->root_prefix[0] = 0;
 	s->dwfl = dwfl_begin(&callbacks);
 	if (!s->dwfl)
 		return xb_fail("libdwfl: %s", dwfl_errmsg(-1));
@@ -399,6 +533,8 @@ int xb_symbols_open(struct xb_symbols *s, pid_t pid, const struct xb_maps *maps)
 
 int xb_symbols_refresh(struct xb_symbols *s, const struct xb_maps *maps)
 {
+	s->maps = maps;
+	cur = s;
 	bool stale = false;
 	for (size_t i = 0; i < s->nmods && !stale; i++)
 		stale = !still_mapped(s->mods[i], maps);
@@ -436,9 +572,15 @@ void xb_symbols_close(struct xb_symbols *s)
 		free(m);
 	}
 	free(s->mods);
+	free(s->alt_ok);
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	if (s->rootfd >= 0)
+		close(s->rootfd);
+	if (cur == s)
+		cur = NULL;
 	memset(s, 0, sizeof(*s));
+	s->rootfd = -1;
 }
 
 struct xb_modsyms *xb_symbols_module(struct xb_symbols *s, const char *path)
@@ -584,9 +726,22 @@ const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
 enum xb_debug xb_symbols_debug_level(struct xb_symbols *s, struct xb_modsyms *m, Dwarf **dw,
 				     Dwarf_Addr *bias)
 {
-	(void)s;
 	Dwarf_Addr b = 0;
 	Dwarf *d = dwfl_module_getdwarf(m->mod, &b);
+	const char *altname;
+	const void *altid;
+	if (d && dwelf_dwarf_gnu_debugaltlink(d, &altname, &altid) > 0) {
+		/* DWARF compressed with dwz: usable only with the alt file we
+		 * found by build-id (libdw would otherwise open the name the
+		 * file gives, as it is). */
+		bool ok = false;
+		for (size_t i = 0; i < s->nalt_ok && !ok; i++)
+			ok = s->alt_ok[i] == m->mod;
+		if (!ok) {
+			refuse("symbols: DWARF needs a dwz file not found by build-id: not used");
+			d = NULL;
+		}
+	}
 	if (dw)
 		*dw = d;
 	if (bias)

@@ -6,6 +6,34 @@
 #include "xb/common.h"
 
 #include "xb/outfile.h"
+#include "xb/output_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t xb_perfmap_escape(const char *name, char *buf, size_t len)
+{
+	return xb_display_name_buf(name, buf, len);
+}
+
+int xb_perfmap_print(const struct xb_codemap *cm, FILE *f)
+{
+	char buf[4 * 2048];
+	for (size_t i = 0; i < cm->n; i++) {
+		const char *name = cm->v[i].name;
+		/* the common case, no copy: printable ASCII only */
+		for (const char *c = name; *c; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) {
+				xb_perfmap_escape(name, buf, sizeof(buf));
+				name = buf;
+				break;
+			}
+		if (fprintf(f, "%llx %llx %s\n", (unsigned long long)cm->v[i].start,
+			    (unsigned long long)(cm->v[i].end - cm->v[i].start), name) < 0)
+			return xb_fail("write failed: %m");
+	}
+	return 0;
+}
 
 int xb_perfmap_write_file(const struct xb_codemap *cm, const char *path)
 {

@@ -106,6 +106,13 @@ int xb_perfmap_read(const char *path, struct xb_codemap *cm)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return xb_fail("cannot open %s: %m", path);
+	int rc = xb_perfmap_parse(f, path, cm);
+	fclose(f);
+	return rc;
+}
+
+int xb_perfmap_parse(FILE *f, const char *path, struct xb_codemap *cm)
+{
 	memset(cm, 0, sizeof(*cm));
 	char *line = NULL;
 	size_t cap = 0, ln = 0;
@@ -140,7 +147,6 @@ int xb_perfmap_read(const char *path, struct xb_codemap *cm)
 		}
 	}
 	free(line);
-	fclose(f);
 	if (rc < 0) {
 		xb_codemap_free(cm);
 		return rc;

@@ -136,16 +136,29 @@ static void forget_thread(struct xb_sampler *s, struct xb_thread *t);
 
 static int open_thread(struct xb_sampler *s, pid_t tid)
 {
-	if (xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0)
+	/* The slot of a thread that exited, else a new one. */
+	size_t ix = s->nthreads;
+	for (size_t i = s->free_hint; i < s->nthreads; i++)
+		if (s->threads[i].dead && !s->threads[i].ring) {
+			ix = i;
+			break;
+		}
+	if (ix == s->nthreads && xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0)
 		return -ENOMEM;
 	int fd;
 	void *ring;
 	size_t len;
 	size_t pages = s->o.bpf ? RING_PAGES_BPF : busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
-	int e = open_event(s, tid, pages, s->nthreads, &fd, &ring, &len);
+	int e = open_event(s, tid, pages, ix, &fd, &ring, &len);
 	if (e < 0)
 		return e;
-	struct xb_thread *t = &s->threads[s->nthreads++];
+	if (ix == s->nthreads)
+		s->nthreads++;
+	s->free_hint = ix + 1;
+	s->generation++;
+	s->nlive++;
+	s->opened++;
+	struct xb_thread *t = &s->threads[ix];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->fd = fd;
@@ -165,7 +178,7 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 		t->kind = s->o.thread_kind(s->o.thread_kind_arg, t->comm, &t->sched_no);
 	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
 		forget_thread(s, t);
-		s->nthreads--;
+		t->dead = true;
 		return -ECANCELED; /* xb_err() says why */
 	}
 	return 0;
@@ -173,11 +186,28 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 
 static void forget_thread(struct xb_sampler *s, struct xb_thread *t)
 {
+	if (!t->ring)
+		return;
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, t->fd, NULL);
 	munmap(t->ring, t->ring_size);
 	close(t->fd);
 	t->ring = NULL;
 	t->fd = -1;
+	s->generation++;
+	if (s->nlive)
+		s->nlive--;
+	size_t ix = (size_t)(t - s->threads);
+	if (ix < s->free_hint)
+		s->free_hint = ix;
+}
+
+/* A thread that exited: its event closed, its slot free for a new one. */
+static void thread_gone(struct xb_sampler *s, struct xb_thread *t)
+{
+	forget_thread(s, t);
+	t->dead = true;
+	if (s->o.detach)
+		s->o.detach(s->o.attach_arg, t->tid);
 }
 
 static int try_event(struct xb_sampler *s, int type, uint64_t config, const char *name)
@@ -266,6 +296,37 @@ void xb_sampler_close(struct xb_sampler *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* The live threads' tids, for the scan (open addressing). */
+static int32_t *live_set(const struct xb_sampler *s, size_t *capp)
+{
+	size_t cap = 64;
+	while (cap < s->nthreads * 2)
+		cap *= 2;
+	int32_t *m = malloc(cap * sizeof(*m));
+	if (!m)
+		return NULL;
+	for (size_t i = 0; i < cap; i++)
+		m[i] = 0;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		if (s->threads[i].dead)
+			continue;
+		size_t h = ((uint32_t)s->threads[i].tid * 2654435761u) & (cap - 1);
+		while (m[h])
+			h = (h + 1) & (cap - 1);
+		m[h] = s->threads[i].tid;
+	}
+	*capp = cap;
+	return m;
+}
+
+static bool in_set(const int32_t *m, size_t cap, pid_t tid)
+{
+	for (size_t h = ((uint32_t)tid * 2654435761u) & (cap - 1); m[h]; h = (h + 1) & (cap - 1))
+		if (m[h] == tid)
+			return true;
+	return false;
+}
+
 int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 {
 	uint64_t now = xb_now_ns();
@@ -277,36 +338,74 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 	DIR *d = opendir(path);
 	if (!d)
 		return xb_fail("process %d exited", (int)s->pid);
+	size_t setcap;
+	int32_t *known = live_set(s, &setcap);
+	if (!known) {
+		closedir(d);
+		return xb_fail("out of memory");
+	}
 	struct dirent *de;
 	int opened = 0;
+	size_t unsampled = 0;
+	int why = 0;
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
-		if (tid <= 0)
-			continue;
-		bool known = false;
-		for (size_t i = 0; i < s->nthreads && !known; i++)
-			known = s->threads[i].tid == tid && !s->threads[i].dead; /* tids are reused */
-		if (known)
-			continue;
+		if (tid <= 0 || in_set(known, setcap, tid))
+			continue; /* tids are reused: only live threads count */
 		int r = open_thread(s, tid);
-		if (r == 0)
+		if (r == 0) {
 			opened++;
-		else if (r == -ECANCELED) {
+		} else if (r == -ECANCELED) {
+			free(known);
 			closedir(d);
 			return -1; /* the attach callback failed */
 		} else if (r == -EACCES || r == -EPERM) {
-			closedir(d);
-			return perf_perm_error(s, tid);
-		} else if (r == -EMFILE) {
-			closedir(d);
-			return xb_fail("out of file descriptors for %zu threads: raise `ulimit -n`", s->nthreads);
+			/* perf events refused (perf_event_paranoid, no
+			 * capability), or the ring's locked memory
+			 * (perf_event_mlock_kb, RLIMIT_MEMLOCK): an error when
+			 * no thread could be opened, else this thread goes
+			 * unsampled (reported) */
+			if (s->nthreads == 0 || s->nlive == 0) {
+				free(known);
+				closedir(d);
+				return perf_perm_error(s, tid);
+			}
+			unsampled++;
+			why = -r;
+		} else if (r != -ESRCH && r != -ENOENT) {
+			/* EMFILE, ENFILE, ENOMEM, ...: this thread goes unsampled
+			 * (reported); ESRCH: it exited meanwhile, fine. */
+			unsampled++;
+			why = -r;
 		}
-		/* ESRCH: the thread exited meanwhile; fine. */
 	}
+	free(known);
 	closedir(d);
-	if (s->nthreads == 0)
-		return xb_fail("no threads of process %d could be sampled", (int)s->pid);
+	s->unsampled = unsampled;
+	if (unsampled)
+		s->unsampled_errno = why;
+	if (s->nlive == 0)
+		return xb_fail("no threads of process %d could be sampled%s%s", (int)s->pid,
+			       why ? ": " : "", why ? strerror(why) : "");
 	return opened;
+}
+
+const char *xb_sampler_unsampled_fix(const struct xb_sampler *s)
+{
+	switch (s->unsampled_errno) {
+	case EMFILE:
+		return "out of file descriptors (one per thread): raise the hard limit (ulimit -Hn as root, "
+		       "or LimitNOFILE= for a service)";
+	case ENFILE:
+		return "the system is out of file descriptors (fs.file-max)";
+	case EPERM:
+	case EACCES:
+	case ENOMEM:
+		return "out of locked memory for the sample rings: raise kernel.perf_event_mlock_kb or "
+		       "RLIMIT_MEMLOCK (ulimit -l)";
+	default:
+		return s->unsampled_errno ? strerror(s->unsampled_errno) : "unknown";
+	}
 }
 
 int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sample *out)
@@ -356,7 +455,7 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 	uint64_t size;
 	TAKE(&size, 8);
 	if (size) {
-		if ((size_t)(end - p) < size + 8)
+		if (size > (size_t)(end - p) || (size_t)(end - p) - size < 8)
 			return -1;
 		const uint8_t *data = p;
 		p += size;
@@ -460,8 +559,12 @@ static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg
 	size_t len;
 	if (open_event(s, t->tid, RING_PAGES_BUSY, i, &fd, &ring, &len) < 0) {
 		t->dead = true; /* exited meanwhile (or no memory: it stays unsampled) */
+		if (s->o.detach)
+			s->o.detach(s->o.attach_arg, t->tid);
 		return;
 	}
+	s->nlive++;
+	s->generation++;
 	t->fd = fd;
 	t->ring = ring;
 	t->ring_size = len;
@@ -469,8 +572,7 @@ static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg
 	s->rings_grown++;
 	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
 		xb_debug("thread %d: %s\n", (int)t->tid, xb_err());
-		forget_thread(s, t);
-		t->dead = true;
+		thread_gone(s, t);
 	}
 }
 
@@ -491,8 +593,7 @@ int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void 
 		n += drain(s, t, cb, arg);
 		if (ev[k].events & (EPOLLHUP | EPOLLERR)) {
 			/* The thread exited: its samples were drained above. */
-			forget_thread(s, t);
-			t->dead = true;
+			thread_gone(s, t);
 		}
 	}
 	/* Every timeout's worth of time, drain every ring, whether or not it
@@ -508,9 +609,6 @@ int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void 
 	for (size_t i = 0; i < s->nthreads; i++)
 		if (s->threads[i].grow && !s->threads[i].dead)
 			grow_ring(s, i, cb, arg);
-	size_t alive = 0;
-	for (size_t i = 0; i < s->nthreads; i++)
-		alive += !s->threads[i].dead;
-	*all_gone = alive == 0;
+	*all_gone = s->nlive == 0;
 	return n;
 }

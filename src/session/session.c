@@ -5,6 +5,7 @@
 #include "xb/common.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -127,6 +128,13 @@ static int attach_thread(void *arg, int fd, const struct xb_thread *t)
 	return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
 }
 
+static void detach_thread(void *arg, pid_t tid)
+{
+	struct xb_session *s = arg;
+	if (s->bpf)
+		xb_bpf_detach_thread(s->bpf, tid);
+}
+
 /* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
 static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 {
@@ -174,7 +182,25 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 	return xb_bpf_open(&s->bpf, &cfg);
 }
 
+static int start(struct xb_session *s, const struct xb_session_opts *o);
+
 int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
+{
+	int rc = start(s, o);
+	/* The VM exiting while we start ends with one line that says so
+	 * (a dying process's threads take a moment to be gone). */
+	if (rc < 0 && s->vm.mem.pidfd >= 0 && !xb_interrupted)
+		poll(&(struct pollfd){ .fd = s->vm.mem.pidfd, .events = POLLIN }, 1, 50);
+	if (rc < 0 && !xb_remote_alive(&s->vm.mem)) {
+		s->vm_exited = true;
+		return xb_fail("the VM (PID %d) exited before sampling started", (int)s->vm.pid);
+	}
+	if (rc < 0 && xb_interrupted)
+		return xb_fail("interrupted before sampling started");
+	return rc;
+}
+
+static int start(struct xb_session *s, const struct xb_session_opts *o)
 {
 	s->o = *o;
 	if (xb_codemap_build(&s->vm, &s->cm, XB_CM_FOLD_PROLOGUE) < 0)
@@ -235,7 +261,7 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
 				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
 				      .bpf = s->bpf != NULL, .attach = s->bpf ? attach_thread : NULL,
-				      .attach_arg = s };
+				      .detach = detach_thread, .attach_arg = s };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
 		return -1;
 	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
@@ -259,7 +285,7 @@ static void on_sample(const struct xb_sample *smp, void *arg);
  * an open-addressing map, rebuilt when the sampler has new threads. */
 static int thread_index(struct xb_session *s, pid_t tid)
 {
-	if (s->tidmap_n != s->smp.nthreads) {
+	if (!s->tidmap || s->tidmap_n != s->smp.generation) {
 		size_t cap = 64;
 		while (cap < s->smp.nthreads * 2)
 			cap *= 2;
@@ -279,7 +305,7 @@ static int thread_index(struct xb_session *s, pid_t tid)
 		free(s->tidmap);
 		s->tidmap = m;
 		s->tidmap_cap = cap;
-		s->tidmap_n = s->smp.nthreads;
+		s->tidmap_n = s->smp.generation;
 	}
 	for (size_t h = ((uint32_t)tid * 2654435761u) & (s->tidmap_cap - 1);; h = (h + 1) & (s->tidmap_cap - 1)) {
 		if (s->tidmap[h] < 0)
@@ -301,6 +327,8 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 {
 	struct xb_session *s = arg;
 	struct xb_session_stats *st = &s->st;
+	if (xb_interrupted)
+		return; /* ^C: the loop ends after this drain; walks would stop short */
 	st->received++;
 	/* New code seen by an earlier sample: rebuild the map now, before
 	 * this sample takes pointers into it (rate-limited). */
@@ -406,6 +434,17 @@ static void sinks_window(struct xb_session *s, bool stopped)
 	}
 }
 
+/* Threads we cannot sample (out of fds, locked memory): said once, with
+ * how to fix it, when it first happens. */
+static void report_unsampled(struct xb_session *s)
+{
+	if (!s->smp.unsampled || s->smp.unsampled_reported)
+		return;
+	s->smp.unsampled_reported = true;
+	fprintf(stderr, "erlang-sample: warning: %zu of the VM's threads cannot be sampled (%zu are): %s\n",
+		s->smp.unsampled, s->smp.nlive, xb_sampler_unsampled_fix(&s->smp));
+}
+
 static bool sinks_done(struct xb_session *s)
 {
 	bool any = false;
@@ -424,6 +463,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	int rc = 0;
 	s->start_s = now_s();
 	s->start_unix_ns = xb_realtime_ns();
+	report_unsampled(s);
 	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
 	s->cpu_before_s = cpu0;
 	sinks_window(s, false);
@@ -465,6 +505,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 			s->vm_exited = true;
 			break;
 		}
+		report_unsampled(s);
 	}
 	s->elapsed_s = now_s() - s->start_s;
 	s->cpu_sampling_s = cpu_s() - cpu0;
@@ -505,7 +546,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "innermost Erlang function only %llu (heap moved %llu, process switched out %llu, "
 			   "unreadable %llu, read too late %llu); "
 			   "no live read %llu; capture %s (faults %llu); drain loop %s; "
-			   "module changes since attaching %llu\n",
+			   "module changes since attaching %llu; threads: %llu opened, %zu live, %zu slots, "
+			   "%zu unsampled\n",
 			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
 			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
 			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
@@ -518,7 +560,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			(unsigned long long)pc[XB_PARTIAL_UNREADABLE], (unsigned long long)pc[XB_PARTIAL_STALE],
 			(unsigned long long)st->no_live_read, s->capture_name,
 			(unsigned long long)st->capture_faults, s->priority_name,
-			(unsigned long long)s->uw.modules_changed);
+			(unsigned long long)s->uw.modules_changed, (unsigned long long)s->smp.opened, s->smp.nlive,
+			s->smp.nthreads, s->smp.unsampled);
 	}
 	if (st->processed && partial * 10 > st->processed)
 		fprintf(f, "erlang-sample: note: %.0f%% of the samples name only their innermost Erlang "

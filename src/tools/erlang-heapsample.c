@@ -40,6 +40,7 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+	xb_interrupted = 1; /* long reads of the VM's tables stop too (common.h) */
 }
 
 /* process_vm_readv is all this tool needs (no perf events): say so when

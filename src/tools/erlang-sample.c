@@ -25,16 +25,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PROG "erlang-sample"
 #define MAX_OUTPUTS 6
 
 static volatile sig_atomic_t stop_requested;
+/* Set once the outputs are open: from then on ^C ends the run and the
+ * results are written.  Before (attaching, reading the code tables,
+ * loading the BPF program) nothing is worth keeping and no file exists:
+ * ^C ends the tool at once, with one line. */
+static volatile sig_atomic_t graceful;
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (!graceful) {
+		static const char msg[] = PROG ": interrupted; nothing written\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(130);
+	}
 	stop_requested = 1;
+	xb_interrupted = 1; /* long reads of the VM's tables stop too */
 }
 
 struct opts {
@@ -275,6 +288,19 @@ static bool blame_target_exists(struct xb_session *s, const char *fn, char *clos
 	return false;
 }
 
+/* One fd per VM thread is what sampling costs (a perf event each): take
+ * the hard limit, as perf does, so that a VM with thousands of threads
+ * (dirty I/O schedulers) is not refused at the default soft limit of
+ * 1024.  Threads past the hard limit are reported by the sampler. */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int fail(struct xb_session *s, int code)
 {
 	fprintf(stderr, PROG ": %s\n", xb_err());
@@ -405,6 +431,24 @@ static void abort_outputs(struct output *outs, size_t n)
 			xb_outfile_abort(&outs[i].of);
 }
 
+/* Outputs are opened once the VM is attached and sampling can start (bad
+ * input never leaves a file behind) and each is written in full before it
+ * replaces anything.  From here on ^C writes the results. */
+static int open_outputs(struct output *outs, size_t nouts)
+{
+	graceful = 1;
+	for (size_t i = 0; i < nouts; i++) {
+		if (!outs[i].path)
+			continue;
+		if (xb_outfile_open(&outs[i].of, outs[i].path, 0644, 0) < 0) {
+			abort_outputs(outs, i);
+			return -1;
+		}
+		outs[i].f = outs[i].of.f;
+	}
+	return 0;
+}
+
 /* Write every result in full, then put them in place; -1 on the first error. */
 static int commit_outputs(struct output *outs, size_t n)
 {
@@ -498,6 +542,14 @@ int main(int argc, char **argv)
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
 
+	/* ^C and SIGTERM are honoured from here on: while attaching and
+	 * starting they end the tool at once with one line (no file exists
+	 * yet); while sampling they end the run, and the results are written. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	raise_nofile_limit();
+
 	struct xb_session s;
 	if (xb_session_attach(&s, pid) < 0) {
 		if (!o.check)
@@ -508,21 +560,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Outputs are opened once the VM is attached (bad input never leaves
-	 * a file behind) and each is written in full before it replaces
-	 * anything. */
-	for (size_t i = 0; i < nouts; i++) {
-		if (!outs[i].path)
-			continue;
-		if (xb_outfile_open(&outs[i].of, outs[i].path, 0644, 0) < 0) {
-			abort_outputs(outs, i);
-			return fail(&s, 1);
-		}
-		outs[i].f = outs[i].of.f;
-	}
 	int rc = 0;
 	if (o.check) {
+		if (open_outputs(outs, nouts) < 0)
+			return fail(&s, 1);
 		rc = xb_check(&s.vm, outs[0].f) ? 1 : 0;
+		xb_overruns_report(stderr, PROG);
 		goto write;
 	}
 	if (xb_session_start(&s, &o.s) < 0)
@@ -545,6 +588,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (open_outputs(outs, nouts) < 0)
+		return fail(&s, 1);
 	static char title[256]; /* the sinks keep it until they write */
 	if (o.live)
 		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
@@ -599,9 +644,6 @@ int main(int argc, char **argv)
 			s.smp.nthreads, s.cm.n, s.capture_name, s.capture_why ? s.capture_why : "in use",
 			s.priority_name);
 
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	if (xb_session_run(&s, o.pstack || o.dump ? o.pstack_wait : o.duration, &stop_requested) < 0)
 		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
 	/* Signals from here on end the program the usual way. */
@@ -623,6 +665,7 @@ int main(int argc, char **argv)
 		xb_session_report_skid(&s, sf);
 	}
 	xb_session_report_stats(&s, stderr);
+	xb_overruns_report(stderr, PROG);
 	if (s.vm_exited)
 		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
 			pid, s.elapsed_s);

@@ -14,6 +14,7 @@
 #include "xb/vm.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +22,21 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop;
+/* Set once the first map is about to be written: from then on ^C stops
+ * --watch after the current rewrite (exit 0).  Before, nothing is worth
+ * keeping and no file exists: ^C ends the tool at once, with one line. */
+static volatile sig_atomic_t graceful;
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (!graceful) {
+		static const char msg[] = "erlang-write-perf-map: interrupted; nothing written\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(130);
+	}
 	stop = 1;
+	xb_interrupted = 1; /* a code map rebuild in progress stops too */
 }
 
 static const char *out_path;
@@ -215,6 +227,7 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 {
 	if (xb_codemap_build(vm, cm, flags) < 0)
 		return -1;
+	graceful = 1;
 	int rc;
 	if (strcmp(out, "-") == 0) {
 		rc = xb_perfmap_print(cm, stdout);
@@ -269,6 +282,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
 		return 2;
 	}
+	/* ^C and SIGTERM: honoured while attaching and reading the code
+	 * tables too (one line, nothing written), and between rewrites. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
@@ -293,13 +311,15 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-
 	struct xb_codemap cm;
 	int rc = write_once(&vm, out, flags, &cm);
 	if (rc < 0) {
+		if (vm.mem.pidfd >= 0 && !xb_interrupted)
+			poll(&(struct pollfd){ .fd = vm.mem.pidfd, .events = POLLIN }, 1, 50);
+		if (!xb_remote_alive(&vm.mem))
+			xb_fail("the VM (PID %d) exited before its code tables were read", pid);
+		else if (xb_interrupted)
+			xb_fail("interrupted; nothing written");
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;
@@ -316,7 +336,7 @@ int main(int argc, char **argv)
 			continue;
 		struct xb_codemap next;
 		if (write_once(&vm, out, flags, &next) < 0) {
-			if (!xb_vm_alive(&vm))
+			if (!xb_vm_alive(&vm) || xb_interrupted)
 				break;
 			fprintf(stderr, "erlang-write-perf-map: warning: %s (will retry)\n", xb_err());
 			continue;
@@ -326,5 +346,6 @@ int main(int argc, char **argv)
 	}
 	xb_codemap_free(&cm);
 	xb_vm_detach(&vm);
+	xb_overruns_report(stderr, "erlang-write-perf-map");
 	return 0;
 }

@@ -471,42 +471,36 @@ def test_privileges_say_which_is_missing(target):
     """README: root, or CAP_PERFMON (or perf_event_paranoid <= 1) for the
     perf events plus CAP_SYS_PTRACE for process_vm_readv; without them the
     tool says which is missing -- in every mode, --check included.
-    As user nobody with each capability alone: the one line names the
-    missing capability and not the one it has."""
+    As user nobody without capabilities: the one line names CAP_SYS_PTRACE.
+    With a capability (ambient here, as file capabilities give it), root's
+    VM is another user's process, which the tools refuse (issue 11:
+    capabilities reach only the invoking user's processes; README "Safe to
+    point at any process"): one line saying so, in every mode."""
     need("setpriv", "util-linux")
     tool = nobody_copy(TOOL)
     with VM(target, schedulers=1) as vm:
         vm.eval("xb_split:start(75)")
         problems = []
-        for caps, missing, present, args in (
+        for caps, needle, absent, args in (
                 ([], "CAP_SYS_PTRACE", None, ["-d", "1"]),
-                (["perfmon"], "CAP_SYS_PTRACE", "CAP_PERFMON", ["-d", "1"]),
-                (["perfmon"], "CAP_SYS_PTRACE", "CAP_PERFMON", ["--check"]),
-                (["sys_ptrace"], "CAP_PERFMON", "CAP_SYS_PTRACE", ["-d", "1", "--include-kernel"])):
+                (["perfmon"], "refusing process", None, ["-d", "1"]),
+                (["perfmon"], "refusing process", None, ["--check"]),
+                (["sys_ptrace"], "refusing process", None, ["-d", "1", "--include-kernel"]),
+                (["sys_ptrace"], "refusing process", None, ["-d", "1"])):
             r = capped(tool, caps, args + [str(vm.pid)])
             text = (r.out + r.err).strip()
-            line = next((l for l in text.splitlines() if "CAP_" in l or "permission" in l), text)
+            line = next((l for l in text.splitlines() if "CAP_" in l or "permission" in l or "refusing" in l),
+                        text)
             what = "as nobody with %s, %s" % ("+".join(caps) or "no capabilities", " ".join(args))
             log("%s: exit %s: %s" % (what, r.rc, line[:300]))
             if r.rc == 0:
                 problems.append("%s: exit 0" % what)
                 continue
-            if missing not in line:
-                problems.append("%s: the message does not name %s" % (what, missing))
-            if present and present in line:
-                problems.append("%s: the message also asks for %s, which it has (README: it "
-                                "says which is missing)" % (what, present))
-        # With ptrace access alone (default perf_event_paranoid 2) sampling
-        # user space works: what README's privilege line must allow for.
-        r = capped(tool, ["sys_ptrace"], ["-d", "1", str(vm.pid)])
-        log("as nobody with CAP_SYS_PTRACE only, without --include-kernel: exit %s" % r.rc)
-        if os.path.exists("/proc/sys/kernel/perf_event_paranoid") and \
-                int(open("/proc/sys/kernel/perf_event_paranoid").read()) <= 2:
-            if r.rc != 0 or "processed" not in r.out:
-                problems.append("as nobody with CAP_SYS_PTRACE only (perf_event_paranoid <= 2): "
-                                "exit %s, README says that is enough: %s" % (r.rc, r.err.strip()))
-        check(not problems, "%d privilege message(s) do not say which privilege is missing"
-              % len(problems), "\n".join(problems))
+            if needle not in line:
+                problems.append("%s: the message does not say %r" % (what, needle))
+            if absent and absent in line:
+                problems.append("%s: the message also asks for %s" % (what, absent))
+        check(not problems, "%d privilege message(s) wrong" % len(problems), "\n".join(problems))
 
 
 # ---------------------------------------------------------------------------
@@ -736,9 +730,12 @@ def test_wakeup(target):
     capture, 2 ms from an interpreter and 5 ms from a JIT on the perf path
     (--wakeup N: every N samples instead).  Counted from outside: the tool's
     voluntary context switches per second, with two busy schedulers sampled
-    at 4000 Hz: about 100/s (BPF, the default here), 200/s (JIT) or 500/s
+    at 2000 Hz: about 100/s (BPF, the default here), 200/s (JIT) or 500/s
     (interpreter) on the perf path, about one per sample with --wakeup 1 on
-    the perf path."""
+    the perf path.  The rate stays below where a ring's watermark wakes the
+    tool first: a scheduler's ring takes ~16 samples of 16 KiB stack copies
+    before it is half full (sampler.c), 8 ms at 2000 Hz, longer than either
+    drain interval (at 4000 Hz the watermark came first: 490/s, CI)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75), xb_deep:start()")
         wait_running(vm, "xb_split")
@@ -746,9 +743,10 @@ def test_wakeup(target):
         rates = {}
         for tag, args in (("bpf", []), ("default", ["--capture", "perf"]),
                           ("wakeup1", ["--capture", "perf", "--wakeup", "1"])):
-            # -F 4000: far more samples than the default's drains even when
-            # the loaded machine gives the schedulers half a CPU.
-            p, out, err = background(vm, tag, "-v", "-d", "3", "-F", "4000", *args)
+            # -F 2000: far more samples than the default's drains even when
+            # the loaded machine gives the schedulers half a CPU, and
+            # fewer than fill half a ring within a drain interval.
+            p, out, err = background(vm, tag, "-v", "-d", "3", "-F", "2000", *args)
             time.sleep(0.5)
             w0, t0 = tool_wakeups(p), time.monotonic()
             time.sleep(1.5)

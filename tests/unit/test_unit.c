@@ -19,6 +19,7 @@
 #include "xb/demangle.h"
 #include "xb/output.h"
 #include "xb/output_util.h"
+#include "xb/perfmap.h"
 #include "xb/procmaps.h"
 #include "xb/profile.h"
 #include "xb/writers.h"
@@ -1543,6 +1544,7 @@ int main(int argc, char **argv)
 	names_cases();
 	heapsample_cases();
 	sched_cases();
+	hostile_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -29,5 +29,7 @@ void names_cases(void);
 void heapsample_cases(void);
 /* test_sched.c */
 void sched_cases(void);
+/* test_hostile.c */
+void hostile_cases(void);
 
 #endif

@@ -1,0 +1,281 @@
+/* safefile.c - files the target can influence, opened inside its root
+ * (see include/xb/safefile.h). */
+#define _GNU_SOURCE
+#include "xb/safefile.h"
+#include "xb/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Kernels before 5.6 have no openat2: walk the path one component at a
+ * time with O_PATH | O_NOFOLLOW instead, refusing every symlink and any
+ * "..": stricter than RESOLVE_IN_ROOT, never looser. */
+static int walk_open(int dirfd, const char *path)
+{
+	char comp[NAME_MAX + 1];
+	int cur = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return -1;
+	const char *p = path;
+	while (*p) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		if (n > NAME_MAX || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			close(cur);
+			errno = n > NAME_MAX ? ENAMETOOLONG : EXDEV;
+			return -1;
+		}
+		memcpy(comp, p, n);
+		comp[n] = 0;
+		p += n;
+		int next = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		close(cur);
+		if (next < 0) {
+			errno = e;
+			return -1;
+		}
+		struct stat st;
+		if (fstat(next, &st) < 0 || S_ISLNK(st.st_mode)) {
+			close(next);
+			errno = ELOOP;
+			return -1;
+		}
+		cur = next;
+	}
+	return cur;
+}
+
+int xb_safe_open(int dirfd, const char *path, uint64_t max_size, unsigned flags, struct stat *stp)
+{
+	struct stat st;
+	if (!stp)
+		stp = &st;
+	/* openat2 takes a path relative to the root; "/x" means the same. */
+	const char *rel = path;
+	while (*rel == '/')
+		rel++;
+	if (!*rel) {
+		errno = EISDIR;
+		return xb_fail("%s: not a file", path);
+	}
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC | ((flags & XB_SAFE_NOFOLLOW) ? O_NOFOLLOW : 0),
+		.resolve = RESOLVE_NO_MAGICLINKS | ((flags & XB_SAFE_BENEATH) ? RESOLVE_BENEATH : RESOLVE_IN_ROOT),
+	};
+	int pfd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+	if (pfd < 0 && (errno == ENOSYS || errno == E2BIG))
+		pfd = walk_open(dirfd, rel);
+	if (pfd < 0) {
+		int e = errno;
+		xb_fail("%s: %s", path, strerror(e));
+		errno = e;
+		return -1;
+	}
+	/* O_PATH opened nothing: check what it is before opening it. */
+	if (fstat(pfd, stp) < 0) {
+		int e = errno;
+		close(pfd);
+		errno = e;
+		return xb_fail("%s: %s", path, strerror(e));
+	}
+	if (S_ISLNK(stp->st_mode)) {
+		close(pfd);
+		errno = ELOOP;
+		return xb_fail("%s: a symbolic link (not followed)", path);
+	}
+	if (!S_ISREG(stp->st_mode)) {
+		close(pfd);
+		errno = EINVAL;
+		return xb_fail("%s: not a regular file (refused)", path);
+	}
+	if ((uint64_t)stp->st_size > max_size) {
+		close(pfd);
+		errno = EFBIG;
+		return xb_fail("%s: %lld bytes, more than the %llu allowed", path, (long long)stp->st_size,
+			       (unsigned long long)max_size);
+	}
+	/* Reopen the very inode for reading through our own fd (the one
+	 * magic link we follow, ours). */
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	int fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int e = errno;
+	close(pfd);
+	if (fd < 0) {
+		errno = e;
+		return xb_fail("%s: %s", path, strerror(e));
+	}
+	struct stat st2;
+	if (fstat(fd, &st2) < 0 || st2.st_ino != stp->st_ino || st2.st_dev != stp->st_dev ||
+	    !S_ISREG(st2.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return xb_fail("%s: changed while opening (refused)", path);
+	}
+	*stp = st2;
+	return fd;
+}
+
+static char *read_all(int fd, size_t max, size_t *lenp, const char *what)
+{
+	size_t cap = 4096 < max + 1 ? 4096 : max + 1, len = 0;
+	char *buf = malloc(cap + 1);
+	if (!buf) {
+		xb_fail("out of memory");
+		return NULL;
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap > max) {
+				free(buf);
+				errno = EFBIG;
+				xb_fail("%s: larger than %zu bytes (refused)", what, max);
+				return NULL;
+			}
+			size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			char *nb = realloc(buf, ncap + 1);
+			if (!nb) {
+				free(buf);
+				xb_fail("out of memory");
+				return NULL;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			errno = e;
+			xb_fail("%s: %s", what, strerror(e));
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = 0;
+	if (lenp)
+		*lenp = len;
+	return buf;
+}
+
+char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
+		    const struct xb_cred *reader, size_t *len)
+{
+	struct stat st;
+	int fd = xb_safe_open(dirfd, path, max_size, flags, &st);
+	if (fd < 0)
+		return NULL;
+	if (reader && !xb_cred_can_read(reader, &st)) {
+		close(fd);
+		errno = EACCES;
+		xb_fail("%s: the target process (uid %u) could not read it itself (refused)", path,
+			(unsigned)reader->uid);
+		return NULL;
+	}
+	char *b = read_all(fd, max_size, len, path);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return b;
+}
+
+char *xb_slurp_max(const char *path, size_t max, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		xb_fail("cannot read %s: %s", path, strerror(e));
+		errno = e;
+		return NULL;
+	}
+	char *b = read_all(fd, max, len, path);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return b;
+}
+
+int xb_proc_root_open(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		xb_fail("cannot open %s: %s", path, strerror(e));
+		errno = e;
+	}
+	return fd;
+}
+
+int xb_proc_cred(pid_t pid, struct xb_cred *c)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *s = xb_slurp_max(path, 1 << 16, NULL);
+	if (!s)
+		return -1;
+	memset(c, 0, sizeof(*c));
+	int got = 0;
+	for (char *line = s; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		unsigned a, b, d, e;
+		if (sscanf(line, "Uid: %u %u %u %u", &a, &b, &d, &e) == 4) {
+			c->ruid = a, c->euid = b, c->suid = d, c->uid = e;
+			got |= 1;
+		} else if (sscanf(line, "Gid: %u %u %u %u", &a, &b, &d, &e) == 4) {
+			c->rgid = a, c->egid = b, c->sgid = d, c->gid = e;
+			got |= 2;
+		} else if (strncmp(line, "Groups:", 7) == 0) {
+			char *p = line + 7, *end;
+			for (;;) {
+				unsigned long g = strtoul(p, &end, 10);
+				if (end == p)
+					break;
+				if (c->ngroups < XB_MAX_GROUPS)
+					c->groups[c->ngroups++] = (gid_t)g;
+				else
+					c->groups_cut = true;
+				p = end;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	free(s);
+	if (got != 3)
+		return xb_fail("%s: no Uid/Gid lines", path);
+	return 0;
+}
+
+bool xb_cred_can_read(const struct xb_cred *c, const struct stat *st)
+{
+	if (c->uid == 0)
+		return true;
+	if (st->st_uid == c->uid)
+		return (st->st_mode & S_IRUSR) != 0;
+	bool member = st->st_gid == c->gid;
+	for (unsigned i = 0; i < c->ngroups && !member; i++)
+		member = c->groups[i] == st->st_gid;
+	if (!member && c->groups_cut)
+		return false; /* cannot tell: refuse */
+	if (member)
+		return (st->st_mode & S_IRGRP) != 0;
+	return (st->st_mode & S_IROTH) != 0;
+}

@@ -1,0 +1,585 @@
+"""Safe to point at any process as root (issue 11): hostile targets.
+
+The target controls its memory, its command line and its files.  Small
+programs named beam.smp (tests/fixtures/fakebeam.c, built here) play the
+hostile VM:
+  - files: -root's release files that are FIFOs, /dev/zero, symlinks to
+    root-only files, symlinks leaving a chroot; a .gnu_debuglink naming a
+    FIFO; the executable swapped for a symlink or another file after it
+    started.  Each tool exits within 3 s, with one line on stderr, under
+    100 MB of RSS, and never prints the secret.
+  - memory: synthetic VMs (a cyclic JIT chain, a 64 GiB heap, 2^24 atoms
+    of 1 KB, 2^20 modules of 64 MiB) and random bytes in every read
+    (EXTROSPECT_FAULT=random): every tool finishes within fixed time and
+    memory and prints no Erlang frame that is not in the synthetic code
+    map.
+  - a real VM whose reads are corrupted (1 % flipped, EXTROSPECT_FAULT):
+    no crash, every printed Erlang frame a loaded function.
+  - options: every numeric option's bad values (exit 2, one line).
+  - ^C honoured within 100 ms; the VM exiting during attach: one line;
+    file capabilities instead of root: other users' processes refused.
+"""
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import time
+
+from xbtest import (ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip, skip_because, suite,
+                    time_scale, timeout, tmpdir, tool_path)
+
+SAMPLE = "erlang-sample"
+PERFMAP = "erlang-write-perf-map"
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "fakebeam.c")
+TABLE = os.path.join(ROOT, "src", "beam", "releases", "erts-13.1.5.c")
+SECRET = "XB-SECRET-7d1f3a"
+CRASH = ("Assertion", "Sanitizer", "runtime error", "Segmentation", "core dumped")
+# What the synthetic JIT VMs register (fakebeam.c module_symfile).
+SYNTH_FRAMES = {"fake:spin/0", "fake:f1/1", "fake:f2/2"}
+# A sanitizer build (XB_BUILD_DIR=build-asan) is slower and bigger: the
+# bounds stretch, the rules do not.
+SAN = time_scale()
+
+
+# ---------------------------------------------------------------------------
+# fixtures
+
+def build_fixture(where, emu=False):
+    """DIR/erts-13.1.5/bin/beam.smp, reachable by user nobody."""
+    bindir = os.path.join(where, "erts-13.1.5", "bin")
+    os.makedirs(bindir, exist_ok=True)
+    exe = os.path.join(bindir, "beam.smp")
+    cmd = ["cc", "-O1", "-pthread", "-rdynamic", "-I", os.path.join(ROOT, "include"), FIXTURE, TABLE,
+           "-o", exe] + (["-DFAKEBEAM_EMU"] if emu else [])
+    r = run_cmd(cmd, timeout=60)
+    check(r.rc == 0, "cannot build the fixture", r.describe())
+    d = bindir
+    while d.startswith(tmpdir()):
+        os.chmod(d, 0o755)
+        d = os.path.dirname(d)
+    return exe
+
+
+class Fixture:
+    """A running fake beam (killed on exit)."""
+
+    def __init__(self, exe, *args, user=None, cwd=None):
+        argv = [exe] + (["user", str(user)] if user is not None else []) + [str(a) for a in args]
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
+        line = self.p.stdout.readline().decode()
+        check(line.strip() == "ready", "the fixture did not start: %r %s" %
+              (line, self.p.stderr.read(500) if self.p.poll() is not None else ""))
+        self.pid = self.p.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def measured(name, *args, timeout=30, env=None):
+    """Run a tool under /usr/bin/time: (Result, peak RSS in KB)."""
+    f = os.path.join(tmpdir(), "rss.%d" % time.monotonic_ns())
+    full = dict(os.environ)
+    full.update(env or {})
+    r = run_cmd(["/usr/bin/time", "-o", f, "-f", "%M", tool_path(name)] + [str(a) for a in args],
+                timeout=timeout, env=full)
+    rss = 0
+    try:
+        with open(f) as fh:
+            nums = [l for l in fh.read().split() if l.isdigit()]
+            rss = int(nums[-1]) if nums else 0
+    except OSError:
+        pass
+    for t in CRASH:
+        check(t not in r.err, "%s crashed: %r" % (name, t), r.describe())
+    check(r.rc is not None and 0 <= r.rc < 128, "%s killed (exit %s)" % (name, r.rc), r.describe())
+    return r, rss
+
+
+def one_line_failure(r, rss, what, limit_s=3.0, limit_kb=100 * 1024, check_mode=False):
+    limit_s, limit_kb = limit_s * SAN, limit_kb * SAN
+    """Within the limits, never the secret, and when it fails, one line
+    (--check reports its failed checks on stdout, one line each, and only
+    notes on stderr)."""
+    check(not r.timed_out and r.elapsed < limit_s, "%s: took %.1f s (limit %.0f s)" % (what, r.elapsed, limit_s),
+          r.describe())
+    check(rss < limit_kb, "%s: peak RSS %d KB (limit %d KB)" % (what, rss, limit_kb), r.describe())
+    check(SECRET not in r.out and SECRET not in r.err, "%s: printed the secret" % what, r.describe())
+    lines = [l for l in r.err.splitlines() if l.strip() and not l.startswith("note:")]
+    if r.rc != 0 and "checks passed" not in r.out:
+        check(len(lines) == 1, "%s: %d lines on stderr, expected 1" % (what, len(lines)), r.describe())
+
+
+def all_tools(pid):
+    """(name, args) of every mode against PID."""
+    return [(SAMPLE, ["-d", "1", pid]), (SAMPLE, ["--pstack", "--pstack-wait", "0.5", pid]),
+            (SAMPLE, ["--check", pid]), (PERFMAP, ["-o", os.path.join(tmpdir(), "map"), pid])]
+
+
+def secret_file(d, name="secret", mode=0o600):
+    p = os.path.join(d, name)
+    with open(p, "w") as f:
+        f.write("%s\n" % SECRET)
+    os.chmod(p, mode)
+    return p
+
+
+# ---------------------------------------------------------------------------
+# files the target names
+
+def release_root(d):
+    root = os.path.join(d, "otp")
+    os.makedirs(os.path.join(root, "releases", "25"))
+    for p in (d, root, os.path.join(root, "releases"), os.path.join(root, "releases", "25")):
+        os.chmod(p, 0o755)
+    return root
+
+
+def run_file_case(exe, root, what, user=65534):
+    with Fixture(exe, "idle", "-root", root, user=user) as fx:
+        for name, args in all_tools(fx.pid):
+            r, rss = measured(name, *args, timeout=20)
+            one_line_failure(r, rss, "%s %s (%s)" % (name, args[0], what))
+            if args[0] == "--check":
+                check("FAIL" in r.out or r.rc != 0, "%s: --check passed a fake VM" % what, r.out)
+        log("%s: every tool done within 3 s, one line, no secret" % what)
+
+
+def test_release_files_hostile():
+    """start_erl.data / OTP_VERSION as a FIFO, /dev/zero, a symlink to a
+    root-only file, a directory symlink into a root-only directory."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    sec = secret_file(d)
+    secdir = os.path.join(d, "secretdir")
+    os.makedirs(os.path.join(secdir, "25"))
+    with open(os.path.join(secdir, "start_erl.data"), "w") as f:
+        f.write("13.1.5 25\n")
+    secret_file(os.path.join(secdir, "25"), "OTP_VERSION", 0o600)
+    os.chmod(os.path.join(secdir, "start_erl.data"), 0o600)
+    os.chmod(secdir, 0o700)
+    cases = [
+        ("start_erl.data is a FIFO", lambda p: os.mkfifo(p)),
+        ("start_erl.data -> /dev/zero", lambda p: os.symlink("/dev/zero", p)),
+        ("start_erl.data -> a root-only file", lambda p: os.symlink(sec, p)),
+    ]
+    for what, make in cases:
+        root = release_root(os.path.join(d, "c%d" % cases.index((what, make))))
+        make(os.path.join(root, "releases", "start_erl.data"))
+        run_file_case(exe, root, what)
+    # a valid start_erl.data, a hostile OTP_VERSION
+    for i, (what, make) in enumerate([("OTP_VERSION is a FIFO", lambda p: os.mkfifo(p)),
+                                      ("OTP_VERSION -> /dev/zero", lambda p: os.symlink("/dev/zero", p)),
+                                      ("OTP_VERSION -> a root-only file", lambda p: os.symlink(sec, p))]):
+        root = release_root(os.path.join(d, "v%d" % i))
+        with open(os.path.join(root, "releases", "start_erl.data"), "w") as f:
+            f.write("13.1.5 25\n")
+        make(os.path.join(root, "releases", "25", "OTP_VERSION"))
+        run_file_case(exe, root, what)
+    # the releases directory a symlink into a directory only root reads
+    root = os.path.join(d, "dirlink")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    os.symlink(secdir, os.path.join(root, "releases"))
+    run_file_case(exe, root, "releases -> a root-only directory")
+
+
+def test_release_files_stay_in_the_root():
+    """A chrooted target whose releases directory is an absolute symlink
+    to a (world-readable) host directory: read inside its root, where that
+    path does not exist, never the host's."""
+    d = tmpdir()
+    chroot = os.path.join(d, "root")
+    exe = build_fixture(chroot)
+    host = os.path.join(d, "hostrel")
+    os.makedirs(os.path.join(host, "SECRETREL"))
+    with open(os.path.join(host, "start_erl.data"), "w") as f:
+        f.write("13.1.5 XBSECRETREL\n")
+    os.makedirs(os.path.join(host, "XBSECRETREL"))
+    secret_file(os.path.join(host, "XBSECRETREL"), "OTP_VERSION", 0o644)
+    otp = os.path.join(chroot, "otp")
+    os.makedirs(otp)
+    os.symlink(host, os.path.join(otp, "releases"))  # absolute: the host's path
+    for p in (d, chroot, otp, host):
+        os.chmod(p, 0o755)
+    with Fixture(exe, "chroot", chroot, "-root", "/otp") as fx:
+        r, rss = measured(SAMPLE, "--check", fx.pid, timeout=20)
+        one_line_failure(r, rss, "--check on a chrooted target")
+        check("XBSECRETREL" not in r.out and "XBSECRETREL" not in r.err,
+              "the host's release file was read through the target's symlink", r.describe())
+        check("erts 13.1.5" in r.out, "the chrooted target's own binary was not found", r.describe())
+        log(r.out.splitlines()[0] if r.out else r.err)
+
+
+def test_debuglink_to_fifo():
+    """A .gnu_debuglink naming a FIFO next to the binary: never opened
+    (debug info is looked up by build-id only)."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    dbg = exe + ".debug"
+    r = run_cmd(["objcopy", "--only-keep-debug", exe, dbg], timeout=30)
+    check(r.rc == 0, "objcopy", r.describe())
+    r = run_cmd(["objcopy", "--strip-debug", "--remove-section=.symtab", "--add-gnu-debuglink=" + dbg, exe],
+                timeout=30)
+    check(r.rc == 0, "objcopy --add-gnu-debuglink", r.describe())
+    os.unlink(dbg)
+    os.mkfifo(dbg)
+    os.makedirs(os.path.join(os.path.dirname(exe), ".debug"), exist_ok=True)
+    os.mkfifo(os.path.join(os.path.dirname(exe), ".debug", os.path.basename(dbg)))
+    with Fixture(exe, "jit", "ok") as fx:
+        for name, args in all_tools(fx.pid):
+            r, rss = measured(name, *args, timeout=20)
+            check(not r.timed_out and r.elapsed < 3.0, "%s %s: took %.1f s (a FIFO opened?)" %
+                  (name, args[0], r.elapsed), r.describe())
+            check(rss < 100 * 1024, "%s: RSS %d KB" % (name, rss))
+    log("debuglink to a FIFO: every tool done within 3 s")
+
+
+def test_executable_swapped():
+    """Under /proc/PID/root the target's executable is swapped, after it
+    started, for a symlink to a secret (a directory bind-mounted over its
+    bin/ in a mount namespace of its own), or for another file (the secret
+    bind-mounted over it): the tool opens only the file the process maps
+    (same device and inode), never what the path names there now."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    sec = secret_file(d, "secret-elf", 0o600)
+    evil = os.path.join(d, "evil")
+    os.makedirs(evil)
+    os.symlink(sec, os.path.join(evil, "beam.smp"))
+    bindir = os.path.dirname(exe)
+    for what, src, dst, why in (("bin/ holds a symlink", evil, bindir, "a symbolic link (not followed)"),
+                                ("another file over beam.smp", sec, exe, "is not the file the process maps")):
+        with Fixture(exe, "mount", src, dst, "jit", "ok") as fx:
+            for name, args in all_tools(fx.pid):
+                r, rss = measured(name, *(["-v"] + args), timeout=20)
+                one_line_failure(r, rss, "%s %s (%s)" % (name, args[0], what))
+                # Without its ELF file the VM is still read (its globals
+                # found by their contents, as for a stripped beam); the
+                # file now under that path is never used.
+                check(why in r.err, "%s %s (%s): -v does not say the file was refused" % (name, args[0], what),
+                      r.describe())
+            log("%s: %s" % (what, [l for l in r.err.splitlines() if why in l][0]))
+
+
+# ---------------------------------------------------------------------------
+# synthetic VMs (memory)
+
+ERLANG_FRAME = re.compile(r"(\S+:\S+/\d+)")
+
+
+def printed_erlang_frames(text):
+    names = set()
+    for line in text.splitlines():
+        if "[Erlang]" in line:
+            m = re.search(r"(?:0x[0-9a-f]+ )?(\S+:\S+/\d+) *(?:\(|\[Erlang\])", line)
+            if m:
+                names.add(m.group(1))
+    return names
+
+
+def synthetic_case(exe, mode, case, env=None, limit_s=10.0, limit_kb=200 * 1024):
+    limit_s, limit_kb = limit_s * SAN, limit_kb * SAN
+    with Fixture(exe, mode, case) as fx:
+        results = []
+        for name, args in all_tools(fx.pid):
+            r, rss = measured(name, *args, timeout=60, env=env)
+            what = "%s %s on %s %s%s" % (name, args[0], mode, case, " (%s)" % env if env else "")
+            check(not r.timed_out and r.elapsed < limit_s, "%s: took %.1f s" % (what, r.elapsed), r.describe())
+            check(rss < limit_kb, "%s: peak RSS %d KB (limit %d)" % (what, rss, limit_kb), r.describe())
+            text = r.out
+            if name == PERFMAP and os.path.exists(args[2]):
+                with open(args[2], errors="replace") as f:
+                    text = f.read()
+                names = {l.split(" ", 2)[2] for l in text.splitlines() if l.count(" ") >= 2}
+                extra = {n for n in names if ":" in n and "/" in n and n not in SYNTH_FRAMES}
+                check(not extra, "%s: map names outside the synthetic code map: %s" % (what, sorted(extra)[:5]))
+                os.unlink(args[2])
+            else:
+                extra = printed_erlang_frames(text) - SYNTH_FRAMES
+                check(not extra, "%s: frames outside the synthetic code map: %s" % (what, sorted(extra)[:5]),
+                      r.describe() + "\n" + r.out[:1500])
+            results.append((what, r, rss))
+        log("%s %s: %s" % (mode, case, "; ".join("%s %.1fs %dMB rc %d" % (w.split(" on ")[0], r.elapsed,
+                                                                         rss // 1024, r.rc)
+                                                 for w, r, rss in results)))
+        return results
+
+
+def test_synthetic_jit_vm_named_right():
+    """The well-formed synthetic JIT VM: its stack is named exactly."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    res = synthetic_case(exe, "jit", "ok")
+    pstack = [r for w, r, _ in res if "--pstack" in w][0]
+    check(re.search(r"fake:spin/0 \[Erlang\]\n.*fake:f1/1 \[Erlang\]\n.*fake:f2/2 \[Erlang\]", pstack.out),
+          "--pstack does not show spin <- f1 <- f2", pstack.out)
+
+
+def test_synthetic_cyclic_jit_chain():
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    res = synthetic_case(exe, "jit", "cyclic")
+    sample = [r for w, r, _ in res if " -d " in w or w.startswith(SAMPLE + " -d")][0]
+    check("fake:spin/0" in sample.out, "the registrations before the loop were not used", sample.out)
+    check("JIT chain loops" in sample.err, "the loop was not reported", sample.err)
+
+
+def test_synthetic_64g_heap():
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    res = synthetic_case(exe, "jit", "heap64g")
+    sample = [r for w, r, _ in res if w.startswith(SAMPLE + " -d")][0]
+    check("stack walk bytes" in sample.err, "the stack walk's byte cap was not reported", sample.err)
+
+
+def test_synthetic_huge_atom_table():
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"), emu=True)
+    synthetic_case(exe, "emu", "atoms")
+
+
+def test_synthetic_huge_module_table():
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"), emu=True)
+    res = synthetic_case(exe, "emu", "modules")
+    check(any("code map" in r.err for _, r, _ in res), "the code map's budget was not reported",
+          "\n".join(r.err for _, r, _ in res))
+
+
+def test_synthetic_discovery_worst_case():
+    """A stripped-looking JIT VM whose data is full of candidates for the
+    JIT descriptor, each with a 100,000-link chain: discovery gives up
+    within its budget, says so, and the tools end with one line."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"), emu=True)
+    with Fixture(exe, "discover") as fx:
+        for name, args in all_tools(fx.pid):
+            r, rss = measured(name, *(["-v"] + args), timeout=60)
+            what = "%s %s (discovery's worst case)" % (name, args[0])
+            check(not r.timed_out and r.elapsed < 10, "%s: took %.1f s" % (what, r.elapsed), r.describe())
+            check(rss < 200 * 1024, "%s: RSS %d KB" % (what, rss), r.describe())
+            check("limit: discovery effort" in r.err, "%s: the discovery budget was not reported (-v)" % what,
+                  r.describe())
+            if name == PERFMAP:  # and without -v: one line
+                r2, _ = measured(name, *args, timeout=60)
+                one_line_failure(r2, 0, what, limit_s=10)
+        log("discovery's worst case: %s; %s %.1f s, %d MB" % (
+            [l for l in r.err.splitlines() if "discovery effort" in l][0], name, r.elapsed, rss // 1024))
+
+
+def test_synthetic_random_reads():
+    """Random bytes in every read of the VM's memory: no crash, no hang,
+    no frame that is not the VM's."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    synthetic_case(exe, "jit", "ok", env={"EXTROSPECT_FAULT": "random"})
+    exe2 = build_fixture(os.path.join(d, "vm2"), emu=True)
+    synthetic_case(exe2, "emu", "ok", env={"EXTROSPECT_FAULT": "random"})
+
+
+# ---------------------------------------------------------------------------
+# a real VM, its reads corrupted
+
+def loaded_functions(vm):
+    text = vm.eval_raw("xb_inspect:functions()").decode("utf-8")
+    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line}
+
+
+def corrupted_run(target, seconds):
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        vm.eval("xb_deep:start()")
+        time.sleep(0.5)
+        env = {"EXTROSPECT_FAULT": "flip:10"}  # 1 % of reads
+        names = set()
+        t_end = time.monotonic() + seconds
+        runs = 0
+        while time.monotonic() < t_end:
+            for args in (["-d", "3"], ["--pstack"], ["--format", "folded", "-d", "2"]):
+                r = run_tool(SAMPLE, *(args + [str(vm.pid)]), timeout=60, env=env)
+                check(r.rc is not None and 0 <= r.rc <= 1 and not r.timed_out,
+                      "erlang-sample %s with corrupted reads: exit %s" % (args[0], r.rc), r.describe())
+                if args[0] == "--format":
+                    for line in r.out.splitlines():
+                        for fr in line.rsplit(" ", 1)[0].split(";"):
+                            if re.match(r"^\S+:\S+/\d+$", fr):
+                                names.add(fr)
+                else:
+                    names |= printed_erlang_frames(r.out)
+                runs += 1
+            r = run_tool(PERFMAP, "-o", os.path.join(tmpdir(), "m"), str(vm.pid), env=env, timeout=60)
+            check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
+        loaded = loaded_functions(vm)
+        # Frames are named from the code map, built from the VM's own
+        # tables: a corrupted read may drop names, never invent one.
+        bad = sorted(n for n in names if n.split(" (")[0] not in loaded)
+        check(not bad, "frames that name no loaded function: %s" % bad[:10])
+        log("%d runs over %d s, 1 %% of reads flipped: %d distinct Erlang frames, all loaded functions"
+            % (runs, seconds, len(names)))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_corrupted_reads_real_vm(target):
+    corrupted_run(target, 20)
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+@suite("fuzz")
+@timeout(300)
+def test_corrupted_reads_real_vm_long(target):
+    corrupted_run(target, 60)
+
+
+# ---------------------------------------------------------------------------
+# options
+
+# Every numeric option of every tool (tests/README: table-driven).
+NUMERIC = {
+    SAMPLE: ["duration", "frequency", "period", "user-stack", "wakeup", "top", "max-callchain-depth",
+             "live-interval", "live-window", "max-skid-ms", "pstack-wait"],
+    PERFMAP: ["interval"],
+    "erlang-heapsample": ["interval", "count", "top", "max-words", "seed"],
+}
+BAD_VALUES = ["-1", "nan", "NaN", "inf", "-inf", "1e999", "4294967296", "4294967808", "18446744073709551616",
+              "99999999999999999999999", "1x", "0x10", " 5", "5 ", "", "1,5", "+3"]
+# values in range for an option with a wider range, and what is just past it instead
+WIDE = {"period": ("4294967296", "4294967808", "1000000000000001"),
+        "top": ("4294967296", "4294967808", "1000000000001"),
+        "max-words": ("4294967296", "4294967808", "1000000000001"),
+        "seed": ("4294967296", "4294967808", "18446744073709551616")}
+
+
+def test_bad_numeric_options():
+    """Every numeric option refuses wrap-around, nan, inf, negatives and
+    junk: exit 2, one line naming the option."""
+    n = 0
+    for tool, opts in NUMERIC.items():
+        for opt in opts:
+            values = [v for v in BAD_VALUES if v not in WIDE.get(opt, ())[:-1]] + list(WIDE.get(opt, ())[-1:])
+            for v in values:
+                for form in (["--%s" % opt, v], ["--%s=%s" % (opt, v)]):
+                    r = run_tool(tool, *(form + ["1"]), timeout=10)
+                    lines = [l for l in r.err.splitlines() if l.strip()]
+                    what = "%s %s" % (tool, " ".join(repr(a) for a in form))
+                    check(r.rc == 2, "%s: exit %s, expected 2" % (what, r.rc), r.describe())
+                    check(len(lines) == 1 and opt in lines[0], "%s: expected one line naming --%s" % (what, opt),
+                          r.describe())
+                    n += 1
+    log("%d bad option values refused with exit 2 and one line" % n)
+
+
+# ---------------------------------------------------------------------------
+# signals, exits, privileges
+
+def test_sigint_within_100ms():
+    """^C ends the tool within 100 ms while it reads a huge code table,
+    while it samples, and while it walks a 64 GiB stack."""
+    d = tmpdir()
+    emu = build_fixture(os.path.join(d, "emu"), emu=True)
+    jit = build_fixture(os.path.join(d, "jit"))
+    worst = []
+    for exe, mode, case, delays in ((emu, "emu", "modules", (0.05, 0.15, 0.3, 1.5)),
+                                    (jit, "jit", "heap64g", (0.3, 1.0))):
+        with Fixture(exe, mode, case) as fx:
+            for tool, args in ((SAMPLE, ["-d", "30"]), (SAMPLE, ["--pstack", "--pstack-wait", "30"]),
+                               (PERFMAP, ["-o", os.path.join(d, "m"), "--watch", "--interval", "100"])):
+                for delay in delays:
+                    p = subprocess.Popen([tool_path(tool)] + args + [str(fx.pid)], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+                    time.sleep(delay)
+                    t0 = time.monotonic()
+                    p.send_signal(signal.SIGINT)
+                    try:
+                        out, err = p.communicate(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.communicate()
+                        check(False, "%s %s ignored ^C for 5 s (%s %s)" % (tool, args[0], mode, case))
+                    took = time.monotonic() - t0
+                    worst.append((took, tool, args[0], mode, case, delay))
+                    check(p.returncode in (0, 1, 130) and p.returncode >= 0, "%s %s: exit %s after ^C" %
+                          (tool, args[0], p.returncode), err.decode(errors="replace"))
+    worst.sort(reverse=True)
+    log("slowest exits after ^C: %s" % "; ".join("%.0f ms (%s %s, %s %s, after %.2f s)" %
+                                                 (w[0] * 1000, w[1], w[2], w[3], w[4], w[5]) for w in worst[:3]))
+    check(worst[0][0] < 0.1 * SAN, "%s %s took %.0f ms to honour ^C (%s %s after %.2f s)" %
+          (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][3], worst[0][4], worst[0][5]))
+
+
+def test_vm_exits_during_attach():
+    """The VM dies at any moment of attaching and starting: the tool ends
+    within 3 s with one line saying the VM exited (or, killed after it
+    started, with its results and a note)."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"), emu=True)
+    seen = {}
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6):
+        for tool, args in ((SAMPLE, ["-d", "1"]), (SAMPLE, ["--check"]), (PERFMAP, ["-o", os.path.join(d, "m")])):
+            with Fixture(exe, "emu", "modules") as fx:
+                p = subprocess.Popen([tool_path(tool)] + args + [str(fx.pid)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+                time.sleep(delay)
+                fx.kill()
+                try:
+                    out, err = p.communicate(timeout=3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.communicate()
+                    check(False, "%s %s did not end within 3 s of the VM's death" % (tool, args[0]))
+                err = err.decode(errors="replace")
+                lines = [l for l in err.splitlines() if l.strip()]
+                for t in CRASH:
+                    check(t not in err, "%s crashed" % tool, err)
+                check(p.returncode in (0, 1), "%s %s: exit %s" % (tool, args[0], p.returncode), err)
+                if p.returncode == 1 and args[0] != "--check":
+                    check(len(lines) == 1, "%s %s (VM killed after %.3f s): %d lines" %
+                          (tool, args[0], delay, len(lines)), err)
+                    check("exited" in lines[0] or "no such process" in lines[0] or "does not exist" in lines[0],
+                          "%s: the line does not say the VM exited: %r" % (tool, lines[0]))
+                    msg = re.sub(r"\d{3,}", "N", lines[0].split(": ", 1)[1])
+                    seen[msg] = seen.get(msg, 0) + 1
+    log("messages: %s" % "; ".join("%s (%d)" % kv for kv in sorted(seen.items())))
+
+
+def test_file_capabilities_refuse_other_users():
+    """Installed with file capabilities instead of run as root: a process
+    of another user is refused, one of the invoking user is read; test
+    knobs (EXTROSPECT_*) are ignored (secure_getenv)."""
+    if not shutil.which("setcap") or not shutil.which("setpriv"):
+        skip_because("needs-package", None, "setcap (libcap2-bin) and setpriv (util-linux)")
+    d = tmpdir()
+    os.chmod(d, 0o755)
+    tool = os.path.join(d, "erlang-sample")
+    shutil.copy(tool_path(SAMPLE), tool)
+    os.chmod(tool, 0o755)
+    r = run_cmd(["setcap", "cap_sys_ptrace,cap_perfmon+ep", tool], timeout=10)
+    if r.rc != 0:
+        skip("setcap failed here: %s" % r.err.strip())
+    exe = build_fixture(os.path.join(d, "vm"))
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    with Fixture(exe, "jit", "ok") as root_vm:
+        r = run_cmd(nobody + [tool, "--check", str(root_vm.pid)], timeout=20)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc != 0 and any("refusing process %d" % root_vm.pid in l for l in lines + r.out.splitlines()),
+              "root's process was not refused with file capabilities", r.describe() + r.out)
+        log((lines or r.out.splitlines())[-1])
+    with Fixture(exe, "jit", "ok", user=65534) as own:
+        r = run_cmd(nobody + [tool, "--check", str(own.pid)], timeout=20,
+                    env=dict(os.environ, EXTROSPECT_FORCE_RELEASE="15.2.7"))
+        check("refusing" not in r.out + r.err, "the invoking user's own process was refused", r.describe())
+        check("table for erts 13.1.5" in r.out, "EXTROSPECT_FORCE_RELEASE was obeyed with file capabilities",
+              r.out + r.err)
+        log("own process: " + r.out.splitlines()[0])

@@ -1,0 +1,20 @@
+#!/bin/sh
+# tests/fuzz/build.sh - build the libFuzzer targets into build-fuzz/ with
+# Debian's clang (libFuzzer, ASan, UBSan; every source instrumented for
+# coverage).  Prints the build directory.
+#   tests/fuzz/build.sh && build-fuzz/tests/fuzz/fuzz_text tests/fuzz/corpus/text
+set -eu
+cd "$(dirname "$0")/../.."
+dir=build-fuzz
+if ! command -v clang >/dev/null 2>&1; then
+	echo "tests/fuzz/build.sh: clang is not installed (apt-get install clang)" >&2
+	exit 1
+fi
+if [ ! -f "$dir/build.ninja" ]; then
+	CC=clang meson setup "$dir" -Dfuzz=true -Dbuildtype=debugoptimized \
+		-Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
+fi
+ninja -C "$dir" tests/fuzz/fuzz_symfile tests/fuzz/fuzz_records tests/fuzz/fuzz_terms \
+	tests/fuzz/fuzz_text tests/fuzz/fuzz_dwarf | grep -v '^\[' || true
+echo "$dir"

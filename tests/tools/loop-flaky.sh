@@ -1,0 +1,36 @@
+#!/bin/sh
+# tests/tools/loop-flaky.sh - the two tests issue 11 names as flaky on a
+# loaded machine, 20 times in a row each while the machine is saturated
+# (one busy loop per CPU, at normal priority, for the whole run):
+#   test_sample.test_idle_pstack[otp29-jit]
+#   test_sample.test_vm_killed_midrun[otp25-jit-dwarf]
+# Usage: tests/tools/loop-flaky.sh [N]   (default 20; XB_FLAKY_TESTS="ID..."
+# replaces the two).  Exit 1 on the
+# first failure (its output is shown), 0 when all passed.
+set -u
+set -f  # test ids hold brackets: no globbing
+cd "$(dirname "$0")/../.."
+n=${1:-20}
+hogs=""
+for _ in $(seq "$(nproc)"); do
+	sh -c 'while :; do :; done' &
+	hogs="$hogs $!"
+done
+trap 'kill $hogs 2>/dev/null' EXIT INT TERM
+fail=0
+for t in ${XB_FLAKY_TESTS:-"test_sample.test_idle_pstack[otp29-jit]" "test_sample.test_vm_killed_midrun[otp25-jit-dwarf]"}; do
+	vm=$(echo "$t" | sed 's/.*\[\(.*\)\]/\1/')
+	for i in $(seq "$n"); do
+		out=$(python3 tests/run.py --no-unit --vm "$vm" -k "$t" 2>&1)
+		if echo "$out" | grep -qF "PASS $t"; then
+			echo "PASS $t ($i/$n)"
+		else
+			echo "FAIL $t ($i/$n)"
+			echo "$out" | sed 's/^/    /'
+			fail=1
+			break
+		fi
+	done
+done
+[ $fail = 0 ] && echo "all passed $n times in a row on a saturated machine (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+exit $fail

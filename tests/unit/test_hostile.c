@@ -1,0 +1,277 @@
+/* test_hostile.c - unit cases of issue 11 (safe against any process):
+ * files opened inside a root (safefile.c), strict numbers (cli.c),
+ * terminal-safe messages, perf map escaping, DWARF offset validation and
+ * the code map's budgets. */
+#define _GNU_SOURCE
+#include "xb/cli.h"
+#include "xb/codemap.h"
+#include "xb/common.h"
+#include "xb/dwarf_layout.h"
+#include "xb/perfmap.h"
+#include "xb/release.h"
+#include "xb/safefile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "unit.h"
+
+/* ---- safefile ---- */
+
+static char tmp[64];
+
+static void mkfile(const char *rel, const char *text)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+	FILE *f = fopen(p, "w");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static void rmtree(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "rm -rf %s failed\n", dir);
+}
+
+static void t_safefile(void)
+{
+	snprintf(tmp, sizeof(tmp), "/tmp/xbunit-safe-XXXXXX");
+	if (!mkdtemp(tmp)) {
+		CHECK(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	char p[256];
+	snprintf(p, sizeof(p), "%s/root", tmp);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/root/rel", tmp);
+	mkdir(p, 0755);
+	mkfile("root/rel/ok", "25.2.3\n");
+	mkfile("secret", "SECRET\n");
+	snprintf(p, sizeof(p), "%s/root/rel/fifo", tmp);
+	mkfifo(p, 0644);
+	snprintf(p, sizeof(p), "%s/root/rel/link", tmp);
+	CHECK(symlink("ok", p) == 0, "symlink");
+	snprintf(p, sizeof(p), "%s/root/rel/abs", tmp);
+	char target[256];
+	snprintf(target, sizeof(target), "%s/secret", tmp);
+	CHECK(symlink(target, p) == 0, "symlink");
+	/* an absolute symlink in the middle: inside the root it names
+	 * ROOT/TMP/secret, which does not exist */
+	snprintf(p, sizeof(p), "%s/root/dir", tmp);
+	CHECK(symlink(tmp, p) == 0, "symlink");
+	snprintf(p, sizeof(p), "%s/root/up", tmp);
+	CHECK(symlink("../..", p) == 0, "symlink");
+	snprintf(p, sizeof(p), "%s/root/big", tmp);
+	FILE *f = fopen(p, "w");
+	if (f) {
+		for (int i = 0; i < 10000; i++)
+			fputc('x', f);
+		fclose(f);
+	}
+	snprintf(p, sizeof(p), "%s/root", tmp);
+	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(root >= 0, "open root");
+
+	size_t len = 0;
+	char *t = xb_safe_slurp(root, "/rel/ok", 4096, XB_SAFE_NOFOLLOW, NULL, &len);
+	CHECK(t && len == 7 && strcmp(t, "25.2.3\n") == 0, "regular file: %s", t ? t : xb_err());
+	free(t);
+	t = xb_safe_slurp(root, "rel/fifo", 4096, XB_SAFE_NOFOLLOW, NULL, NULL);
+	CHECK(!t && errno == EINVAL, "a FIFO must be refused (errno %d)", errno);
+	free(t);
+	t = xb_safe_slurp(root, "rel/link", 4096, XB_SAFE_NOFOLLOW, NULL, NULL);
+	CHECK(!t && errno == ELOOP, "a final symlink must be refused with NOFOLLOW (errno %d)", errno);
+	free(t);
+	t = xb_safe_slurp(root, "rel/link", 4096, 0, NULL, NULL);
+	CHECK(t && strcmp(t, "25.2.3\n") == 0, "a symlink inside the root may be followed without NOFOLLOW");
+	free(t);
+	t = xb_safe_slurp(root, "rel/abs", 4096, 0, NULL, NULL);
+	CHECK(!t, "an absolute symlink must resolve inside the root, not to the host's file: %s", t ? t : "");
+	free(t);
+	char rel[300];
+	snprintf(rel, sizeof(rel), "dir/secret");
+	t = xb_safe_slurp(root, rel, 4096, 0, NULL, NULL);
+	CHECK(!t, "a symlinked directory must resolve inside the root");
+	free(t);
+	t = xb_safe_slurp(root, "up/secret", 4096, 0, NULL, NULL);
+	CHECK(!t, "'..' must not leave the root");
+	free(t);
+	t = xb_safe_slurp(root, "../secret", 4096, 0, NULL, NULL);
+	CHECK(!t, "'..' must not leave the root");
+	free(t);
+	t = xb_safe_slurp(root, "big", 4096, 0, NULL, NULL);
+	CHECK(!t && errno == EFBIG, "a file over the size limit must be refused (errno %d)", errno);
+	free(t);
+	t = xb_safe_slurp(root, "/dev/zero", 4096, 0, NULL, NULL);
+	CHECK(!t, "a device must be refused");
+	free(t);
+	/* read as another user: a root-only file is refused */
+	struct xb_cred nobody = { .uid = 65534, .gid = 65534 };
+	snprintf(p, sizeof(p), "%s/root/rel/ok", tmp);
+	chmod(p, 0600);
+	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
+	CHECK(!t && errno == EACCES, "a file its reader could not read must be refused");
+	free(t);
+	chmod(p, 0644);
+	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
+	CHECK(t != NULL, "a world-readable file is readable for anyone: %s", xb_err());
+	free(t);
+	if (root >= 0)
+		close(root);
+	rmtree(tmp);
+}
+
+static void t_cred_can_read(void)
+{
+	struct stat st = { .st_uid = 0, .st_gid = 0, .st_mode = S_IFREG | 0640 };
+	struct xb_cred c = { .uid = 1000, .gid = 1000, .groups = { 4, 0 }, .ngroups = 2 };
+	CHECK(xb_cred_can_read(&c, &st), "member of group 0: 0640 readable");
+	c.ngroups = 1;
+	CHECK(!xb_cred_can_read(&c, &st), "not a member: 0640 not readable");
+	st.st_uid = 1000;
+	st.st_mode = S_IFREG | 0044;
+	CHECK(!xb_cred_can_read(&c, &st), "owner without u+r: not readable (the owner bits decide)");
+	c.uid = 0;
+	CHECK(xb_cred_can_read(&c, &st), "uid 0 reads anything");
+}
+
+/* ---- strict numbers ---- */
+
+static void t_parse_numbers(void)
+{
+	uint64_t u;
+	double d;
+	static const char *const bad_u[] = { "", "-1", "+1", " 1", "1 ", "0x10", "1e3", "1.0", "18446744073709551616",
+					     "99999999999999999999999", "nan", "inf", "1k", NULL };
+	for (const char *const *b = bad_u; *b; b++)
+		CHECK(xb_parse_u64(*b, 0, UINT64_MAX, &u) < 0, "'%s' must not parse as a whole number", *b);
+	CHECK(xb_parse_u64("18446744073709551615", 0, UINT64_MAX, &u) == 0 && u == UINT64_MAX, "max");
+	CHECK(xb_parse_u64("4294967808", 0, 65528, &u) < 0, "out of bounds");
+	static const char *const bad_d[] = { "", "nan", "NaN", "inf", "-inf", "infinity", "-1", "+1", "0x1p3", "1e999",
+					     "1e-999", ".", "e5", "1.2.3", "1,5", " 1", "1 ", NULL };
+	for (const char *const *b = bad_d; *b; b++)
+		CHECK(xb_parse_double(*b, 0, 1e300, &d) < 0, "'%s' must not parse as a number", *b);
+	CHECK(xb_parse_double("0.5", 0, 1, &d) == 0 && d == 0.5, "0.5");
+	CHECK(xb_parse_double("1e2", 0, 1000, &d) == 0 && d == 100, "1e2");
+	CHECK(xb_parse_double("2", 0, 1, &d) < 0, "above max");
+}
+
+/* ---- messages and names ---- */
+
+static void t_sanitize(void)
+{
+	char out[256];
+	xb_sanitize("a\nb\x1b[31mc\x7f\xc2\x9b" "d\xff\xc3\xa9", out, sizeof(out));
+	CHECK(strcmp(out, "a\\x0ab\\x1b[31mc\\x7f\\xc2\\x9bd\\xff\xc3\xa9") == 0, "got '%s'", out);
+	xb_fail("path %s", "x\r\ny");
+	CHECK(strcmp(xb_err(), "path x\\x0d\\x0ay") == 0, "xb_fail sanitizes: '%s'", xb_err());
+	char small[6];
+	xb_sanitize("\x01\x02\x03", small, sizeof(small));
+	CHECK(strcmp(small, "\\x01") == 0, "cut at a whole escape: '%s'", small);
+}
+
+static void t_perfmap_escape(void)
+{
+	struct xb_codemap cm = { 0 };
+	xb_codemap_add(&cm, 0x1000, 0x1010, "m:'a\nb'/1", 9, 0);
+	xb_codemap_add(&cm, 0x2000, 0x2010, "m:'\xff\x01'/0", 9, 0);
+	xb_codemap_add(&cm, 0x3000, 0x3010, "m:'tab\there'/0", 15, 0);
+	xb_codemap_finish(&cm);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	CHECK(f && xb_perfmap_print(&cm, f) == 0, "print failed");
+	if (f)
+		fclose(f);
+	int lines = 0;
+	for (size_t i = 0; text && i < len; i++) {
+		lines += text[i] == '\n';
+		CHECK(text[i] == '\n' || (unsigned char)text[i] >= 0x20, "control character 0x%02x in the map",
+		      (unsigned char)text[i]);
+	}
+	CHECK(lines == 3, "%d lines for 3 entries: a name forged a line", lines);
+	CHECK(text && strstr(text, "1000 10 m:'a\\nb'/1\n") && strstr(text, "3000 10 m:'tab\\there'/0\n") &&
+		      strstr(text, "2000 10 m:'\xef\xbf\xbd\\x01'/0\n"),
+	      "got \"%s\"", text ? text : "");
+	/* and it reads back as the same three entries */
+	FILE *in = text ? fmemopen(text, len, "r") : NULL;
+	struct xb_codemap back;
+	CHECK(in && xb_perfmap_parse(in, "map", &back) == 0 && back.n == 3, "read back");
+	if (in) {
+		fclose(in);
+		xb_codemap_free(&back);
+	}
+	free(text);
+	xb_codemap_free(&cm);
+}
+
+/* ---- DWARF offsets ---- */
+
+static void t_dwarf_validate(void)
+{
+	int64_t off[XB_F_COUNT];
+	for (int i = 0; i < XB_F_COUNT; i++)
+		off[i] = XB_NOFIELD;
+	off[XB_F_PROC_SIZE] = 776;
+	off[XB_F_PROC_HEAP] = 128;
+	off[XB_F_PROC_HEND] = 9000;             /* outside struct process */
+	off[XB_F_PROC_STOP] = -5;               /* nonsense */
+	off[XB_F_SCHED_STRIDE] = 1ll << 40;     /* absurd size */
+	off[XB_F_SCHED_NO] = 184;               /* no size for its type: bounded only */
+	off[XB_F_MODINFO_NAME] = 18;
+	char why[200];
+	int bad = xb_dwarf_validate(off, NULL, why, sizeof(why));
+	CHECK(bad == 3, "%d offsets refused, expected 3 (%s)", bad, why);
+	CHECK(off[XB_F_PROC_HEND] == XB_NOFIELD && off[XB_F_PROC_STOP] == XB_NOFIELD &&
+		      off[XB_F_SCHED_STRIDE] == XB_NOFIELD,
+	      "the bad ones are dropped");
+	CHECK(off[XB_F_PROC_HEAP] == 128 && off[XB_F_SCHED_NO] == 184 && off[XB_F_PROC_SIZE] == 776,
+	      "the good ones stay");
+	/* the struct's size from the table when the DWARF lacks it */
+	int64_t tab[XB_F_COUNT];
+	for (int i = 0; i < XB_F_COUNT; i++)
+		tab[i] = XB_NOFIELD;
+	tab[XB_F_PROC_SIZE] = 100;
+	for (int i = 0; i < XB_F_COUNT; i++)
+		off[i] = XB_NOFIELD;
+	off[XB_F_PROC_CURRENT] = 472;
+	CHECK(xb_dwarf_validate(off, tab, why, sizeof(why)) == 1, "outside the table's struct size");
+}
+
+/* ---- code map budgets ---- */
+
+static void t_codemap_budget(void)
+{
+	struct xb_codemap cm = { 0 };
+	uint64_t before = xb_overruns[XB_OVR_CODEMAP_ENTRIES];
+	char name[32];
+	for (uint32_t i = 0; i < XB_CODEMAP_MAX_ENTRIES + 10; i++) {
+		int n = snprintf(name, sizeof(name), "m:f%u/0", i);
+		xb_codemap_add(&cm, 0x1000 + (uint64_t)i * 16, 0x1000 + (uint64_t)i * 16 + 16, name, (size_t)n, 0);
+	}
+	CHECK(cm.n == XB_CODEMAP_MAX_ENTRIES && cm.full, "%zu entries kept", cm.n);
+	CHECK(xb_overruns[XB_OVR_CODEMAP_ENTRIES] == before + 1, "the overrun counted once per build");
+	xb_codemap_free(&cm);
+}
+
+void hostile_cases(void)
+{
+	run_case("safefile_rules", t_safefile);
+	run_case("cred_can_read", t_cred_can_read);
+	run_case("parse_numbers_strict", t_parse_numbers);
+	run_case("sanitize_messages", t_sanitize);
+	run_case("perfmap_escape", t_perfmap_escape);
+	run_case("dwarf_validate_offsets", t_dwarf_validate);
+	run_case("codemap_entry_budget", t_codemap_budget);
+}
