@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 # and stripped beams), util-linux (setpriv: unprivileged runs), libcap2-bin
 # (capsh), erlang-dev (erl_nif.h for the NIF workload), git (mutation check).
 PKGS=(python3 erlang-base erlang-dev libdw-dev libelf-dev meson ninja-build pkg-config gcc
-      clang libbpf-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+      clang libfuzzer-14-dev libbpf-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
       # the output formats' real consumers (tests/acceptance/test_formats.py)
       golang-go chromium chromium-driver python3-selenium python3-jsonschema
       # names, lines, live view, package (issue 14)

@@ -67,6 +67,8 @@ struct xb_codemap {
 	size_t name_bytes;
 	uint64_t bytes_read;
 	bool full;
+	bool essential;    /* adding the emulator's own code past the budget */
+	size_t superseded; /* JIT registrations of code newer ones name: skipped */
 	size_t line_bytes; /* --lines: memory of the line tables read so far */
 };
 

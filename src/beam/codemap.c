@@ -19,9 +19,10 @@ int xb_codemap_add(struct xb_codemap *cm, uint64_t start, uint64_t end, const ch
 {
 	if (end <= start)
 		return 0; /* empty ranges name nothing */
-	if (cm->full)
+	if (cm->full && !cm->essential)
 		return 0;
-	if (cm->n >= XB_CODEMAP_MAX_ENTRIES || cm->name_bytes + namelen + 1 > XB_CODEMAP_MAX_NAME_BYTES) {
+	if (!cm->full &&
+	    (cm->n >= XB_CODEMAP_MAX_ENTRIES || cm->name_bytes + namelen + 1 > XB_CODEMAP_MAX_NAME_BYTES)) {
 		cm->full = true;
 		if (cm->n >= XB_CODEMAP_MAX_ENTRIES)
 			xb_overrun(XB_OVR_CODEMAP_ENTRIES, "the code map stopped at %zu entries", cm->n);
@@ -181,7 +182,7 @@ int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const ui
 	char pend_name[1100];
 	size_t pend_len = 0;
 	bool pending = false;
-	for (uint32_t i = 0; i < nranges && !cm->full; i++) {
+	for (uint32_t i = 0; i < nranges && !(cm->full && !cm->essential); i++) {
 		uint32_t s, e, nlines;
 		uint16_t rnl;
 		if (!get(buf, len, p + off[XB_F_RANGEINFO_START], &s, 4) ||
@@ -256,6 +257,82 @@ static int cmp_linemod(const void *a, const void *b)
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* Code ranges already named by newer registrations: sorted, merged. */
+struct ivset {
+	uint64_t (*v)[2];
+	size_t n, cap;
+};
+
+/* The last interval starting at or below ADDR, or n. */
+static size_t iv_at(const struct ivset *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid][0] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? lo - 1 : s->n;
+}
+
+static bool iv_covers(const struct ivset *s, uint64_t lo, uint64_t hi)
+{
+	size_t i = iv_at(s, lo);
+	return i < s->n && s->v[i][1] >= hi;
+}
+
+static int iv_add(struct ivset *s, uint64_t lo, uint64_t hi)
+{
+	size_t i = iv_at(s, lo);
+	/* merge with the one before when it reaches LO */
+	if (i < s->n && s->v[i][1] >= lo) {
+		if (s->v[i][1] < hi)
+			s->v[i][1] = hi;
+	} else {
+		if (xb_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
+			return -1;
+		i = i < s->n ? i + 1 : 0;
+		memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
+		s->v[i][0] = lo;
+		s->v[i][1] = hi;
+		s->n++;
+	}
+	/* and with those after it that it now reaches */
+	while (i + 1 < s->n && s->v[i + 1][0] <= s->v[i][1]) {
+		if (s->v[i + 1][1] > s->v[i][1])
+			s->v[i][1] = s->v[i + 1][1];
+		memmove(&s->v[i + 1], &s->v[i + 2], (s->n - i - 2) * sizeof(*s->v));
+		s->n--;
+	}
+	return 0;
+}
+
+/* Past the budget, the registrations every sample may need are still
+ * read: the emulator record and the shared code ("global::FRAGMENT",
+ * global::process_main), registered first and so last in the chain.
+ * Their header tells (jit/beam_jit_metadata.cpp: debug_info type 0, or a
+ * module record named "global"). */
+static bool essential_record(const int64_t *off, const uint8_t *b, size_t len)
+{
+	uint32_t header;
+	uint16_t nl;
+	int64_t pay = off[XB_F_DBGINFO_PAYLOAD];
+	if (!get(b, len, 0, &header, 4))
+		return false;
+	if (header == 0)
+		return true;
+	int64_t name = pay + off[XB_F_MODINFO_NAME];
+	return header == 1 && get(b, len, pay + off[XB_F_MODINFO_NAME_LENGTH], &nl, 2) && nl == 6 &&
+	       name >= 0 && (uint64_t)name + 6 <= len &&
+	       memcmp(b + name, "global", 6) == 0;
+}
+
+#define ESSENTIAL_PEEK 64           /* bytes of a symfile read to tell */
+#define MAX_ESSENTIAL_ENTRIES 65536 /* what the essentials may add past the budget */
+#define MAX_ESSENTIAL_BYTES (16u << 20) /* one essential record read past the budget */
+
 static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 {
 	const int64_t *off = vm->off;
@@ -278,12 +355,15 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
 	uint32_t seq = 0;
+	struct ivset named = { NULL, 0, 0 };
+	size_t essential_limit = 0;
 	/* Brent's cycle detection: the chain is the VM's memory, and a loop
 	 * in it (corruption, or a hostile process) must end the walk. */
 	uint64_t tortoise = 0, power = 1, lam = 0;
 	for (; entry; seq++) {
 		if (xb_interrupted) {
 			free(buf);
+			free(named.v);
 			return xb_fail("interrupted");
 		}
 		if (seq && entry == tortoise) {
@@ -300,8 +380,6 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 				   XB_CODEMAP_MAX_JIT_CHAIN);
 			break;
 		}
-		if (cm->full)
-			break;
 		uint64_t next, addr, size;
 		/* The chain itself must be readable; one bad symfile only
 		 * costs its own names (counted in cm->dropped). */
@@ -314,34 +392,62 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 			cm->dropped++;
 			continue;
 		}
-		if (cm->bytes_read + size > XB_CODEMAP_MAX_READ) {
+		if (!cm->full && cm->bytes_read + size > XB_CODEMAP_MAX_READ) {
 			xb_overrun(XB_OVR_CODEMAP_BYTES, "JIT registrations past %llu bytes not read",
 				   (unsigned long long)cm->bytes_read);
 			cm->full = true;
-			break;
+			essential_limit = cm->n + MAX_ESSENTIAL_ENTRIES;
+		}
+		if (cm->full) {
+			/* past a budget: only what every sample may need */
+			uint8_t peek[ESSENTIAL_PEEK];
+			size_t pl = size < sizeof(peek) ? (size_t)size : sizeof(peek);
+			if (cm->n >= essential_limit || size > MAX_ESSENTIAL_BYTES ||
+			    xb_read(&vm->mem, addr, peek, pl) < 0 ||
+			    !essential_record(off, peek, pl))
+				continue;
+			cm->essential = true;
 		}
 		cm->bytes_read += size;
 		if (xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 || xb_read(&vm->mem, addr, buf, size) < 0) {
 			cm->dropped++;
+			cm->essential = false;
 			continue;
 		}
-		size_t before = cm->n;
-		if (xb_codemap_parse_symfile(cm, off, buf, size, seq, flags) < 0) {
+		size_t before = cm->n, name_before = cm->name_bytes;
+		bool was_full = cm->full;
+		int pr = xb_codemap_parse_symfile(cm, off, buf, size, seq, flags);
+		cm->essential = false;
+		if (!was_full && cm->full)
+			essential_limit = cm->n + MAX_ESSENTIAL_ENTRIES;
+		if (pr < 0) {
 			while (cm->n > before) /* drop what the bad record added */
 				free(cm->v[--cm->n].name);
+			cm->name_bytes = name_before;
 			cm->dropped++;
 		} else if (cm->n > before) {
-			/* Its lines are read from the symfile again if wanted. */
 			uint64_t lo = cm->v[before].start, hi = cm->v[before].end;
 			for (size_t i = before + 1; i < cm->n; i++) {
 				lo = cm->v[i].start < lo ? cm->v[i].start : lo;
 				hi = cm->v[i].end > hi ? cm->v[i].end : hi;
 			}
-			if (add_linemod(cm, lo, hi, addr, size, seq) < 0)
+			if (iv_covers(&named, lo, hi)) {
+				/* an older load of code whose memory newer
+				 * registrations name (the JIT never unregisters):
+				 * it costs none of the budget */
+				while (cm->n > before)
+					free(cm->v[--cm->n].name);
+				cm->name_bytes = name_before;
+				cm->superseded++;
+				continue;
+			}
+			/* Its lines are read from the symfile again if wanted. */
+			if (iv_add(&named, lo, hi) < 0 || add_linemod(cm, lo, hi, addr, size, seq) < 0)
 				goto fail;
 		}
 	}
 	free(buf);
+	free(named.v);
 	if (xb_interrupted)
 		return xb_fail("interrupted"); /* not worth sorting */
 	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
@@ -350,6 +456,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	return 0;
 fail:
 	free(buf);
+	free(named.v);
 	return -1;
 }
 

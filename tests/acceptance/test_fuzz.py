@@ -3,7 +3,8 @@ the JIT symfile parser, perf and BPF sample records, term and atom text,
 the DWARF layout reader, perf map escaping and the text parsers (perf maps,
 /proc/PID/maps, perf script).  tests/fuzz/build.sh builds them with clang,
 ASan and UBSan into build-fuzz/; each runs from its seed corpus
-(tests/fuzz/corpus/TARGET, written by tests/fuzz/seeds.c) for a while:
+(tests/fuzz/corpus/TARGET, written by tests/fuzz/seeds.c; the DWARF
+target's seed is compiled from tests/fuzz/dwarf_seed.c by this test) for a while:
 12 s each in the default suite (60 s in all), 120 s each in the `fuzz`
 suite.  A crash, a sanitizer report, a leak, a timeout (5 s per input) or
 an out-of-memory (2 GB) fails the test; the input is kept under
@@ -34,7 +35,17 @@ def run_all(seconds):
     report = []
     for t in TARGETS:
         corpus = os.path.join(tmpdir(), t)
-        shutil.copytree(os.path.join(FUZZ, "corpus", t), corpus)
+        seeds = os.path.join(FUZZ, "corpus", t)
+        if os.path.isdir(seeds):
+            shutil.copytree(seeds, corpus)
+        else:
+            os.makedirs(corpus)
+        if t == "dwarf":
+            # The DWARF seed is an object file, compiled here from its
+            # source (no binary in the repository).
+            r = run_cmd(["cc", "-g", "-c", "-o", os.path.join(corpus, "seed.o"),
+                         os.path.join(FUZZ, "dwarf_seed.c")], timeout=60)
+            check(r.rc == 0, "cc -g -c tests/fuzz/dwarf_seed.c failed", r.describe())
         art = os.path.join(tmpdir(), "crash-%s-" % t)
         r = run_cmd([os.path.join(bindir, "fuzz_" + t), "-max_total_time=%d" % seconds, "-timeout=5",
                      "-rss_limit_mb=2048", "-malloc_limit_mb=2048", "-print_final_stats=1",

@@ -1180,6 +1180,14 @@ def test_cpp_names_demangled(target):
         asm = [n for _, n in cpp if n.startswith("BeamModuleAssembler::") or n.startswith("BeamAssembler::")
                or n.startswith("asmjit::")]
         r = sample(vm, "-d", "2", "--blame", "asmjit::*")
+        # By now the module has been loaded hundreds of times and the JIT
+        # never unregisters code: the registrations pass the code map's
+        # budget.  Older loads that newer ones name are skipped, and the
+        # emulator's own code is read past the budget: samples stay named
+        # (CI once: "processed 0/1052", every sample unnamed).
+        m = re.search(r"processed (\d+)/(\d+) samples", r.out + r.err)
+        check(m and int(m.group(1)) >= 0.9 * int(m.group(2)),
+              "--blame after many reloads: %s" % (m.group(0) if m else "no 'processed' line"), r.err)
         b = parse_table(r.out, allow_no_rows=True)
         check(b.blame[0] > 0, "--blame 'asmjit::*' (the demangled form, a glob) matched no "
               "sample", r.out + r.err)

@@ -1,7 +1,8 @@
-/* dwarf_seed.c - the DWARF fuzz target's seed: compiled with -g into
- * tests/fuzz/corpus/dwarf/seed.o, it describes structs under the names
- * erts uses (src/beam/fields.c), with anonymous members and typedefs,
- * and a function with a register variable like process_main's I. */
+/* dwarf_seed.c - the DWARF fuzz target's seed: compiled with -g into the
+ * dwarf corpus by tests/acceptance/test_fuzz.py, it describes structs
+ * under the names erts uses (src/beam/fields.c), with anonymous members
+ * and typedefs, and a function with a register variable like
+ * process_main's I. */
 typedef unsigned long Eterm;
 struct process {
 	struct {
