@@ -36,10 +36,14 @@ xbtest.skip_because(KEY, target) for a documented reason (xbtest.SKIP_REASONS,
 tests/README.md) that applies to the target and is acceptable in CI; a target
 that is not built is a FAIL; so is a test that no target of the suite runs.
 
---asan: afterwards, the unit tests, every test without a target and every
-test with a target once (on the interpreter where it runs there, else the
-stock JIT: ASAN_TARGETS) run again with build-asan/ (ids get
-@asan); wall-clock limits are scaled (xbtest.time_scale) and time limits
+--asan: afterwards, with build-asan/ (ids get @asan): the unit tests,
+every test without a target, every test that asks for no particular VM (in
+the default suite on the flavour its plain run did not use, so each such
+test runs once on each of the stock JIT and the interpreter), and the
+flavour-specific tests marked @asan (paths no other sanitized test runs),
+each once (on the interpreter where it runs there, else the stock JIT:
+ASAN_TARGETS); --asan-all: every test once.  Tests marked @no_asan never
+(timing, not memory safety, is measured).  Wall-clock limits are scaled (xbtest.time_scale) and time limits
 doubled.  Under every run, each test's tools write sanitizer reports to a
 directory of the test (ASAN_OPTIONS/UBSAN_OPTIONS log_path), and any report
 there fails the test, also from tools started in the background.
@@ -65,6 +69,7 @@ import sys
 import tempfile
 import time
 import traceback
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
@@ -82,6 +87,7 @@ class Item:
     def __init__(self, tid, fn=None, target=None, skip=None, timeout=None):
         self.id, self.fn, self.target, self.skip, self.timeout = tid, fn, target, skip, timeout
         self.fail = None     # reported as FAIL without running (strict mode)
+        self.asan_target = None  # where the sanitizer pass runs it, if not on target
 
 
 class Counts:
@@ -146,18 +152,30 @@ def collect(mods, targets, default_timeout, suite="default", unmatched_fails=Fal
             base = "%s.%s" % (mod.__name__, name)
             tmo = getattr(fn, "xb_timeout", default_timeout)
             spec = getattr(fn, "xb_per_vm", None)
+            asan_on = None
             if spec is None:
                 items.append(Item(base, fn, None, None, tmo))
                 continue
             matched = [t for t in targets if xbtest.target_matches(t, spec)]
             # The default suite runs a test that asks for no particular VM
-            # on the stock JIT and the interpreter; the JIT with DWARF (the
-            # stock VM's code with its symbols) runs the tests that ask for
-            # it, or for DWARF, and every test in the matrix.  (Keeps the
-            # default suite within its time; --vm selects any target.)
+            # on one of the stock JIT and the interpreter, the same one in
+            # every run (by a hash of its name: about half the tests on
+            # each flavour), and the sanitizer pass runs it on the other;
+            # the JIT with DWARF (the stock VM's code with its symbols)
+            # runs the tests that ask for it, or for DWARF, and the matrix
+            # runs every test on every VM.  Tests whose promise differs by
+            # flavour ask for both (only=[...]).  (Keeps the default suite
+            # within its time; --vm selects any target.)
             if suite == "default" and not any(spec.get(k) for k in ("flavor", "debug", "only", "exclude")) \
                     and not explicit_vms:
-                matched = [t for t in matched if t.name in DEFAULT_WIDE_TARGETS] or matched
+                wide = [t for t in matched if t.name in DEFAULT_WIDE_TARGETS]
+                # (a test left out of the sanitizer pass runs on both)
+                if len(wide) == len(DEFAULT_WIDE_TARGETS) and not getattr(fn, "xb_no_asan", None):
+                    pick = zlib.crc32(base.encode()) % len(wide)
+                    matched = [wide[pick]]
+                    asan_on = wide[1 - pick]
+                else:
+                    matched = wide or matched
             if not matched:
                 why = "no selected VM matches (%s)" % describe_spec(spec)
                 if unmatched_fails:
@@ -169,6 +187,7 @@ def collect(mods, targets, default_timeout, suite="default", unmatched_fails=Fal
             for t in matched:
                 tid = "%s[%s]" % (base, t.name)
                 items.append(Item(tid, fn, t, None if t.present else t.missing, tmo))
+                items[-1].asan_target = asan_on
     return items
 
 
@@ -456,9 +475,13 @@ def main():
     ap.add_argument("--no-unit", action="store_true", help="skip the C unit tests")
     ap.add_argument("--list", action="store_true", help="list test ids and exit")
     ap.add_argument("--asan", action="store_true",
-                    help="then run the unit tests, the tests without a target and the tests on "
-                         "%s again with the ASan/UBSan build (build-asan/, XB_SANITIZE=1 "
-                         "./build.sh); ids get @asan" % ", ".join(ASAN_TARGETS))
+                    help="then run the unit tests, the tests without a target, those that ask "
+                         "for no particular VM and those marked @asan again with the ASan/UBSan "
+                         "build (build-asan/, XB_SANITIZE=1 ./build.sh), on %s; ids get @asan"
+                         % " or ".join(ASAN_TARGETS))
+    ap.add_argument("--asan-all", action="store_true",
+                    help="with --asan: every test once, not only those the default sanitizer "
+                         "pass picks")
     ap.add_argument("--strict", action="store_true",
                     help="CI mode: undocumented skips, targets not built and tests no target "
                          "runs are failures")
@@ -525,18 +548,31 @@ def main():
             # Each test once under the sanitizers: on the interpreter
             # where it runs there (its own stack-walking paths), else on
             # the stock JIT; tests without a target as they are.
+            def eligible(item):
+                # tests without a VM, tests that ask for none, and the
+                # flavour-specific ones marked @asan (all with --asan-all)
+                spec = getattr(item.fn, "xb_per_vm", None) or {}
+                return (args.asan_all or item.target is None or getattr(item.fn, "xb_asan", None)
+                        or not any(spec.get(k) for k in ("flavor", "debug", "only", "exclude")))
             on = {}
             for item in items:
                 if item.fn is None or item.target is None or item.target.name not in ASAN_TARGETS:
+                    continue
+                if not eligible(item):
                     continue
                 prev = on.get(item.fn)
                 if prev is None or ASAN_TARGETS.index(item.target.name) > ASAN_TARGETS.index(prev):
                     on[item.fn] = item.target.name
             for item in items:
-                if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None):
+                if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None) or not eligible(item):
                     continue
                 if item.target is not None and on.get(item.fn) != item.target.name:
                     continue
+                if item.asan_target is not None:
+                    # a test the plain pass ran on one flavour: the other
+                    t = item.asan_target
+                    item.target, item.skip = t, None if t.present else t.missing
+                    item.id = "%s[%s]" % (item.id.rsplit("[", 1)[0], t.name)
                 item.id += "@asan"
                 item.timeout *= 2
                 run_and_emit(item, run_dir, counts, args.strict)

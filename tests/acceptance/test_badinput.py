@@ -8,7 +8,7 @@ expect_clean_failure().
 import os
 import subprocess
 
-from xbtest import VM, check, log, per_vm, run_tool, tmpdir
+from xbtest import asan, VM, check, log, per_vm, run_tool, tmpdir
 
 PERFMAP = "erlang-write-perf-map"
 BAD_TEXT = ("Assertion", "Sanitizer", "runtime error", "Segmentation", "core dumped",
@@ -86,6 +86,7 @@ def test_perfmap_no_arguments():
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("bad input")
 def test_perfmap_unwritable_output(target):
     with VM(target) as vm:
         cases = [("/nonexistent-dir/x.map", "directory does not exist"),

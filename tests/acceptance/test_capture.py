@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
+from xbtest import (asan, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
                     tmpdir)
 
 TOOL = "erlang-sample"
@@ -226,6 +226,7 @@ def test_bpf_capture_exact_deep_chain(target):
 
 
 @per_vm(only=["stock"])
+@asan("the capture fallback without CAP_BPF")
 def test_capture_fallback(target):
     """--capture perf, and BPF refused (no CAP_BPF): the perf path works as
     before and one -v line says BPF was not used and why."""

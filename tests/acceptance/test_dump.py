@@ -6,7 +6,7 @@ import json
 import re
 import time
 
-from xbtest import VM, check, log, per_vm, run_tool
+from xbtest import asan, VM, check, log, per_vm, run_tool
 
 TOOL = "erlang-sample"
 CHAIN = ["xb_dump:wait_here/1", "xb_dump:chain_c/1", "xb_dump:chain_b/1", "xb_dump:chain_a/1"]
@@ -90,6 +90,7 @@ def test_dump_finds_the_waiting_server(target):
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("--dump's reads of running processes")
 def test_dump_running_process(target):
     """A running process's stack comes from a sample: the deep chain."""
     with VM(target, schedulers=2) as vm:

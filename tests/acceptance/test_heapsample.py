@@ -15,7 +15,7 @@ import re
 import subprocess
 import time
 
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
                     tool_path)
 
 TOOL = "erlang-heapsample"
@@ -332,6 +332,7 @@ def test_alloc_fragmentation(target):
 
 
 @per_vm(only=["stock"])
+@asan("a VM that exits mid-read")
 def test_vm_exits_midread(target):
     """The VM dies during --interval: what was read, a note, exit 0."""
     with VM(target) as vm:
@@ -377,6 +378,7 @@ def test_bad_input():
 
 
 @per_vm(only=["stock", "otp29-jit-stripped"])
+@asan("bad input")
 def test_unknown_process_name(target):
     """--contents of a process that does not exist: one line naming it, exit 2."""
     with VM(target) as vm:
@@ -390,6 +392,7 @@ def test_unknown_process_name(target):
 
 
 @per_vm(only=["stock"])
+@asan("bad input")
 def test_unprivileged(target):
     """As an unprivileged user against root's VM: one line naming the
     capability, non-zero exit."""

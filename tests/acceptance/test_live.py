@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, tmpdir,
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, tmpdir,
                     tool_path, wait_for)
 
 TOOL = "erlang-sample"
@@ -95,6 +95,7 @@ def live_run(vm, key):
 
 
 @per_vm(only=["stock"])
+@asan("the live view")
 def test_live(target):
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")

@@ -1,7 +1,7 @@
 """No pause, proven (issue 11).  gdb -p and py-spy dump stop the process
 they look at; our tools must not.
 
-Two witnesses, in windows of the same run (5 rounds of: a baseline window
+Two witnesses, in windows of the same run (3 rounds of: a baseline window
 with nothing attached, then one window per tool mode: sampling, --pstack
 and --check in a loop, erlang-write-perf-map in a loop, then a control
 that stops the VM for 100 ms: SIGSTOP, SIGCONT):
@@ -26,7 +26,7 @@ import time
 from xbtest import VM, check, log, no_asan, per_vm, run_cmd, suite, timeout, tool_path
 
 WINDOW = 2.0
-ROUNDS = 5
+ROUNDS = 3
 
 
 def window(vm):

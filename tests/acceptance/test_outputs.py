@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_formats import (check_svg_file, go_pprof, load_speedscope, pprof_top,  # noqa: E402
                           pprof_traces, speedscope_validator, stacks_of, start_chromium, validate)
-from xbtest import VM, check, log, per_vm, run_cmd, run_tool, timeout, tmpdir, tool_path  # noqa: E402
+from xbtest import asan, VM, check, log, per_vm, run_cmd, run_tool, timeout, tmpdir, tool_path  # noqa: E402
 
 TOOL = "erlang-sample"
 CHAIN = ["xb_deep:a/1", "xb_deep:b/1", "xb_deep:c/1", "xb_deep:d/1", "xb_deep:leaf/1"]
@@ -64,6 +64,7 @@ def chain_stats(stacks):
 
 @per_vm(only=["stock", "otp25-emu-dwarf", "otp25-jit-dwarf"])
 @timeout(180)
+@asan("every output writer")
 def test_deep_chain_in_every_format(target):
     """One run, five outputs (-o repeated: the table, folded, flamegraph,
     speedscope, pprof of the same samples): a->b->c->d->leaf in order on
@@ -205,6 +206,7 @@ def leftovers(d, name):
 
 
 @per_vm(only=["stock"])
+@asan("bad input")
 def test_output_bad_input(target):
     """Unknown format, a format the extension contradicts, an unknown
     --blame function, a full disk, an unwritable or symlinked -o: one line,

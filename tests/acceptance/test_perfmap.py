@@ -18,7 +18,7 @@ import signal
 import stat
 import time
 
-from xbtest import (VM, check, log, per_vm, read_perf_map, run_tool, skip_because, spawn_tool,
+from xbtest import (asan, VM, check, log, per_vm, read_perf_map, run_tool, skip_because, spawn_tool,
                     tmpdir, wait_file_stable, wait_for, parse_perf_map)
 
 TOOL = "erlang-write-perf-map"
@@ -126,6 +126,7 @@ def test_nofold_reproduces_vm_perf_map(target):
 
 
 @per_vm(flavor="jit")
+@asan("the folded map")
 def test_fold_matches_folded_vm_perf_map(target):
     with VM(target, ["+JPperf", "map"]) as vm:
         try:
@@ -229,6 +230,7 @@ def snapshot_functions(vm, path, *tool_args, env=None):
 
 
 @per_vm(flavor="emu")
+@asan("the interpreter's map")
 def test_emu_every_function_once_at_its_address(target):
     with VM(target) as vm:
         truth, entries = snapshot_functions(vm, os.path.join(tmpdir(), "emu.map"))
@@ -236,6 +238,7 @@ def test_emu_every_function_once_at_its_address(target):
 
 
 @per_vm(flavor="jit")
+@asan("the JIT's map")
 def test_jit_every_function_once(target):
     """The folded JIT map also has exactly one entry per function."""
     with VM(target) as vm:
@@ -284,6 +287,7 @@ def test_default_path_written_0644(target):
 
 
 @per_vm(only=["stock"])
+@asan("refusals")
 def test_refuses_symlink(target):
     with VM(target) as vm:
         path = default_map_path(vm.pid)
@@ -311,6 +315,7 @@ def test_refuses_symlink(target):
 
 
 @per_vm(only=["stock"])
+@asan("refusals")
 def test_refuses_foreign_owner(target):
     if os.geteuid() != 0:
         skip_because("needs-root", target, "chown a file to nobody")
@@ -333,6 +338,7 @@ def test_refuses_foreign_owner(target):
 
 
 @per_vm(flavor="jit")
+@asan("refusals")
 def test_default_path_refused_when_vm_writes_it(target):
     with VM(target, ["+JPperf", "map"]) as vm:
         path = default_map_path(vm.pid)
@@ -420,6 +426,7 @@ def test_watch_follows_loading_and_stops_with_vm(target):
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("signals during --watch")
 def test_watch_stops_on_sigint_and_sigterm(target):
     with VM(target) as vm:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -446,6 +453,7 @@ def test_watch_stops_on_sigint_and_sigterm(target):
 # f. finding beam_ranges' `r` through code references
 
 @per_vm(flavor="emu")
+@asan("code ranges by references")
 def test_ranges_by_refs_gives_identical_map(target):
     with VM(target) as vm:
         vm.wait_code_quiet()

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 
-from xbtest import (VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
+from xbtest import (asan, VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
                     run_cmd,
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, tmpdir,
                     tool_path, wait_for)
@@ -144,6 +144,7 @@ def strip_debug(src, dst):
 
 
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
+@asan("discovery in a stripped build")
 def test_stripped_beam_unknown_not_neighbour(target):
     """README: a native address inside a stripped binary that no symbol
     covers is printed as [unknown] -- never as its neighbour.
@@ -194,6 +195,7 @@ def test_stripped_beam_unknown_not_neighbour(target):
 
 
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
+@asan("a .symtab-only build")
 def test_symtab_only_beam(target):
     """README (supported VMs): OTP 25 with DWARF, .symtab or .dynsym only.
     A .symtab-only beam (objcopy --strip-debug of the DWARF build): -v says
@@ -223,6 +225,7 @@ def test_symtab_only_beam(target):
 
 
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
+@asan("the DWARF layout reader")
 def test_dwarf_path_for_unknown_release(target):
     """README: a VM of another release is refused ... unless its beam
     carries DWARF, in which case offsets are read from it.  A copy of the
@@ -420,6 +423,7 @@ def test_young_code_never_given_to_a_neighbour(target):
 # a major GC on a dirty scheduler is attributed to its process
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("dirty schedulers")
 def test_dirty_major_gc_attributed_to_its_process(target):
     """README: work done for a process on a dirty scheduler (e.g. a major GC
     of a large heap) is attributed to that process's Erlang stack.  xb_dgc
@@ -467,6 +471,7 @@ def capped(tool, caps, args, timeout=30):
 
 
 @per_vm(only=["stock"])
+@asan("missing privileges")
 def test_privileges_say_which_is_missing(target):
     """README: root, or CAP_PERFMON (or perf_event_paranoid <= 1) for the
     perf events plus CAP_SYS_PTRACE for process_vm_readv; without them the
@@ -507,6 +512,7 @@ def test_privileges_say_which_is_missing(target):
 # ^C and -d 0 print results
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("the interrupt path")
 def test_interrupt_prints_results(target):
     """README: -d 0 or absent samples until ^C, which prints results.
     SIGINT to `-d 0` and to a run without -d (and SIGTERM, and a folded
@@ -669,6 +675,7 @@ def clean_refusal(r, what):
 
 
 @per_vm(only=["stock"])
+@asan("bad input")
 def test_option_values_out_of_range_refused(target):
     """Options take the values --help gives and refuse the others with one
     line and exit 2 -- including values that would wrap around in a C
@@ -924,6 +931,7 @@ def test_watch_default_path(target):
 # Erlang frames at their own addresses (no neighbour), the VM's view as truth
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@asan("--pstack")
 def test_pstack_frames_at_their_addresses(target):
     """Each Erlang frame --pstack prints (address + name) lies inside the
     function it names according to the VM itself: the interpreter's
@@ -1035,6 +1043,7 @@ def test_perf_names_jit_code_with_our_map(target):
 
 
 @per_vm(only=["stock"])
+@asan("the map's atomic write")
 def test_perf_map_renamed_into_place(target):
     """README: the default output is written to a temporary file and renamed
     into place (perf never sees half a map), mode 0644.  strace: the map's
@@ -1155,6 +1164,7 @@ def test_blame_matching(target):
 
 
 @per_vm(only=["otp25-jit-dwarf"])
+@asan("the demangler and a code map past its budget")
 def test_cpp_names_demangled(target):
     """README: C++ names (the JIT's assembler and loader) are demangled
     without their parameter lists, and --blame matches that form.  Loading

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from xbtest import (VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
+from xbtest import (asan, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
                     spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
 from xbsample import (TOOL, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
@@ -658,6 +658,7 @@ def test_bad_input():
 
 
 @per_vm(only=["stock"])
+@asan("bad input")
 def test_unprivileged(target):
     """Run as an unprivileged user against root's VM: one line naming the
     capabilities needed, non-zero exit."""

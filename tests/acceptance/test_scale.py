@@ -17,7 +17,8 @@ import re
 import subprocess
 import time
 
-from xbtest import (ROOT, VM, check, log, per_vm, run_cmd, suite, timeout, tmpdir, tool_path)
+from xbtest import (asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, suite, timeout, tmpdir,
+                    tool_path)
 
 SAMPLE = "erlang-sample"
 BIG = ["+S", "200:2", "+SDio", "1024"]
@@ -41,6 +42,7 @@ def sample_limited(pid, soft, hard, *args):
 
 @per_vm(only=["stock"])
 @timeout(400)
+@asan("1,200 threads")
 def test_1200_threads(target):
     with VM(target, schedulers=2, extra_args=BIG, start_timeout=120) as vm:
         n = threads_of(vm.pid)
@@ -124,7 +126,11 @@ def test_thread_churn():
             fds = [s[1] for s in seen[1:]]
             rss = [s[0] for s in seen[1:]]
             check(fds and max(fds) - min(fds) <= 16, "%s: open fds went %s" % (capture, fds))
-            check(rss and max(rss) <= 1.1 * min(rss) + 1024, "%s: RSS (KB) went %s" % (capture, rss))
+            # Under ASan freed memory waits in its quarantine (up to 256 MB)
+            # before reuse: RSS grows by design, and the sanitizer pass
+            # checks memory safety, not flatness.
+            check(sanitized() or (rss and max(rss) <= 1.1 * min(rss) + 1024),
+                  "%s: RSS (KB) went %s" % (capture, rss))
             log("%s: %d threads opened, %d slots; fds %d..%d, RSS %d..%d KB" %
                 (capture, opened, slots, min(fds), max(fds), min(rss), max(rss)))
     finally:

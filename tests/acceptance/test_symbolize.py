@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import VM, check, log, per_vm, run_cmd, run_tool, skip, tmpdir, tool_path
+from xbtest import asan, VM, check, log, per_vm, run_cmd, run_tool, skip, tmpdir, tool_path
 
 TOOL = "erlang-write-perf-map"
 UNNAMED = re.compile(r"(?:^|\s)[0-9a-f]{1,16}( \[unknown\] )(\(/memfd:.*\))$")
@@ -66,6 +66,7 @@ def compare(before, after, what):
 
 
 @per_vm(flavor="jit")
+@asan("perf script parsing")
 def test_symbolize_perf_script(target):
     if not shutil.which("perf"):
         skip("perf is not installed (Debian's linux-perf; tests/run-all.sh installs it)")

@@ -209,6 +209,19 @@ def no_asan(reason):
     return deco
 
 
+def asan(reason):
+    """Run this test in the default suite's sanitizer pass although it asks
+    for particular VMs: REASON names the paths no other sanitized test
+    runs (bad input, refusals, racy exits, discovery in stripped builds...).
+    Without it the pass runs every test without a VM and every test that
+    asks for none (on the flavour the plain pass did not use); with
+    --asan-all (the matrix) it runs every test."""
+    def deco(fn):
+        fn.xb_asan = reason
+        return fn
+    return deco
+
+
 def suite(*names):
     """Run this test only in the suites named (run.py --suite NAME); tests
     without it run in the default and matrix suites."""
