@@ -46,6 +46,7 @@ struct xb_session_opts {
 	bool realtime;          /* run the drain loop at SCHED_FIFO priority when allowed */
 	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
 	unsigned drain_ms;      /* drain interval (0: the default, 2 or 5 ms) */
+	bool drain_given;       /* --drain-ms: also with BPF capture */
 };
 
 /* Skid (sample -> last live read) as a histogram: memory does not grow
@@ -92,6 +93,9 @@ struct xb_session {
 	size_t tidmap_cap;
 	uint64_t tidmap_n;          /* the sampler's generation it was built at */
 	const char *priority_name;  /* what the drain loop runs at */
+	bool rt_ok, rt_on;          /* SCHED_FIFO allowed; held now */
+	uint64_t burst_start_ns;    /* when the loop last woke at SCHED_FIFO */
+	uint64_t rt_lowered;        /* bursts cut short (session.c, RT_BURST_NS) */
 	unsigned drain_ms;
 	uint64_t first_ns, last_ns; /* first and last sample times */
 	uint64_t start_unix_ns;

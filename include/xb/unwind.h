@@ -57,6 +57,9 @@ int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f,
  * when a sample runs into unknown code, and periodically.  True when
  * modules changed: names cached per pc must be dropped. */
 bool xb_unwinder_refresh_modules(struct xb_unwinder *u);
+/* Load what libdwfl loads lazily (unwind and symbol tables of every
+ * module known now), so that the first samples do not pay for it. */
+void xb_unwinder_prewarm(struct xb_unwinder *u);
 /* Unwind one sample.  Never fails hard: a broken unwind ends early. */
 void xb_unwind_sample(struct xb_unwinder *u, const struct xb_sample *s, struct xb_unwind *out);
 /* Unwind from a bare (sp, pc) pair (a blocked thread's

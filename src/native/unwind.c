@@ -171,6 +171,23 @@ bool xb_unwinder_refresh_modules(struct xb_unwinder *u)
 	return true;
 }
 
+static int prewarm_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+			  void *arg)
+{
+	(void)userdata, (void)name, (void)start, (void)arg;
+	Dwarf_Addr bias;
+	dwfl_module_getsymtab(mod);
+	dwfl_module_eh_cfi(mod, &bias);
+	dwfl_module_dwarf_cfi(mod, &bias);
+	return DWARF_CB_OK;
+}
+
+void xb_unwinder_prewarm(struct xb_unwinder *u)
+{
+	if (u->vm && u->vm->syms.dwfl)
+		dwfl_getmodules(u->vm->syms.dwfl, prewarm_module, NULL, 0);
+}
+
 /* An unwind that stopped at a pc outside every module libdwfl knows: maybe
  * a shared object mapped after we attached (a NIF library loaded late, a
  * driver).  Bring the modules up to date and say whether the unwind is

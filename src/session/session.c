@@ -89,9 +89,16 @@ static char thread_kind(const void *vm, const char *comm, int *no)
  * machine is saturated (that is when production boxes are profiled), or
  * the live reads come late and stacks move on: SCHED_FIFO at the lowest
  * real-time priority, as `perf record --realtime` offers.  It sleeps in
- * epoll between drains and its work per drain is bounded by what the
- * rings hold; the kernel's RT throttling (sched_rt_runtime_us) bounds it
- * in any case.  Without CAP_SYS_NICE, a higher nice level; else as is. */
+ * epoll between drains.  A real-time thread that computes keeps a VM
+ * thread off its CPU for as long as it computes (the no-pause test saw
+ * 50 ms once per run: libdwfl loading a module's unwind tables at the
+ * first sample), so the loop holds SCHED_FIFO only for bursts of at most
+ * RT_BURST_NS per drain: past that, and around work that is not draining
+ * (code map rebuilds, module refreshes, the reports), it runs at nice -10
+ * like any other process (rt_lower), and takes SCHED_FIFO again when it
+ * next sleeps (rt_raise).  Without CAP_SYS_NICE, nice -10; else as is. */
+#define RT_BURST_NS (2ull * 1000 * 1000)
+
 static void raise_priority(struct xb_session *s)
 {
 	s->priority_name = "normal";
@@ -99,13 +106,47 @@ static void raise_priority(struct xb_session *s)
 		s->priority_name = "normal (--no-realtime)";
 		return;
 	}
-	struct sched_param sp = { .sched_priority = 1 };
-	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) {
-		s->priority_name = "SCHED_FIFO 1";
-		return;
-	}
 	if (setpriority(PRIO_PROCESS, 0, -10) == 0)
 		s->priority_name = "nice -10 (no CAP_SYS_NICE for SCHED_FIFO)";
+	struct sched_param sp = { .sched_priority = 1 };
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) {
+		s->priority_name = "SCHED_FIFO 1 (bursts of 2 ms, then nice -10)";
+		s->rt_ok = s->rt_on = true;
+	}
+}
+
+/* Leave SCHED_FIFO (keeping nice -10) until the loop next sleeps. */
+static void rt_lower(struct xb_session *s)
+{
+	if (!s->rt_on)
+		return;
+	struct sched_param sp = { .sched_priority = 0 };
+	if (sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &sp) == 0)
+		s->rt_on = false;
+}
+
+static void rt_raise(struct xb_session *s)
+{
+	s->burst_start_ns = 0;
+	if (!s->rt_ok || s->rt_on)
+		return;
+	struct sched_param sp = { .sched_priority = 1 };
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0)
+		s->rt_on = true;
+}
+
+/* Called as the loop works: past RT_BURST_NS since it woke, lower. */
+static void rt_check(struct xb_session *s)
+{
+	if (!s->rt_on)
+		return;
+	uint64_t now = xb_now_ns();
+	if (!s->burst_start_ns)
+		s->burst_start_ns = now;
+	else if (now - s->burst_start_ns > RT_BURST_NS) {
+		rt_lower(s);
+		s->rt_lowered++;
+	}
 }
 
 /* The address of thread T's scheduler's current_process (0 for other
@@ -252,7 +293,9 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	 * a 75/25 split measured 64/36 that way, 74/26 on a timer (see
 	 * README, "Skid").  --wakeup N asks for it anyway. */
 	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
-	if (s->bpf)
+	if (o->drain_given)
+		s->drain_ms = o->drain_ms; /* --drain-ms */
+	else if (s->bpf)
 		s->drain_ms = 10;
 	else if (o->drain_ms)
 		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
@@ -267,6 +310,10 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
 				&(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0)
 		return xb_fail("epoll_ctl: %s", strerror(errno));
+	/* What libdwfl loads lazily at a module's first unwind or name
+	 * (unwind tables, symbol tables), loaded now at normal priority
+	 * rather than in the first drain. */
+	xb_unwinder_prewarm(&s->uw);
 	raise_priority(s);
 	return 0;
 }
@@ -332,8 +379,11 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 	st->received++;
 	/* New code seen by an earlier sample: rebuild the map now, before
 	 * this sample takes pointers into it (rate-limited). */
-	if (s->es.refresh_wanted)
+	rt_check(s);
+	if (s->es.refresh_wanted) {
+		rt_lower(s); /* tens of ms on a big system */
 		xb_estate_refresh_code(&s->es, false);
+	}
 	if (!s->first_ns)
 		s->first_ns = smp->time_ns;
 	s->last_ns = smp->time_ns;
@@ -469,6 +519,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	sinks_window(s, false);
 	for (;;) {
 		bool gone = false;
+		rt_raise(s);
 		if (xb_sampler_poll(&s->smp, s->wakeup ? 50 : (int)s->drain_ms, on_sample, s, &gone) < 0) {
 			rc = -1;
 			break;
@@ -493,20 +544,25 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 		 * not named from the old file for longer than that. */
 		if (now - last_module_check >= 0.25) {
 			last_module_check = now;
+			rt_lower(s);
 			xb_unwinder_refresh_modules(&s->uw);
 		}
 		if (now - last_tick >= 0.1) {
 			last_tick = now;
 			for (size_t i = 0; i < s->nsinks; i++)
-				if (s->sinks[i]->ops->tick)
+				if (s->sinks[i]->ops->tick) {
+					rt_lower(s); /* the live view renders */
 					s->sinks[i]->ops->tick(s->sinks[i], s);
+				}
 		}
+		rt_check(s);
 		if (xb_sampler_scan_threads(&s->smp, false) < 0 && !xb_vm_alive(&s->vm)) {
 			s->vm_exited = true;
 			break;
 		}
 		report_unsampled(s);
 	}
+	rt_lower(s); /* what follows is reporting, not draining */
 	s->elapsed_s = now_s() - s->start_s;
 	s->cpu_sampling_s = cpu_s() - cpu0;
 	sinks_window(s, true);
@@ -545,7 +601,7 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "stack copy exhausted %llu; native stacks cut at the depth limit %llu; "
 			   "innermost Erlang function only %llu (heap moved %llu, process switched out %llu, "
 			   "unreadable %llu, read too late %llu); "
-			   "no live read %llu; capture %s (faults %llu); drain loop %s; "
+			   "no live read %llu; capture %s (faults %llu); drain loop %s, %llu bursts cut short; "
 			   "module changes since attaching %llu; threads: %llu opened, %zu live, %zu slots, "
 			   "%zu unsampled\n",
 			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
@@ -560,6 +616,7 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			(unsigned long long)pc[XB_PARTIAL_UNREADABLE], (unsigned long long)pc[XB_PARTIAL_STALE],
 			(unsigned long long)st->no_live_read, s->capture_name,
 			(unsigned long long)st->capture_faults, s->priority_name,
+			(unsigned long long)s->rt_lowered,
 			(unsigned long long)s->uw.modules_changed, (unsigned long long)s->smp.opened, s->smp.nlive,
 			s->smp.nthreads, s->smp.unsampled);
 	}

@@ -140,6 +140,11 @@ static const struct xb_opt options[] = {
 	  "which disturbs the VM less and does not bias where\n"
 	  "samples land on a busy machine (see bench/, README)", 0, 64,
 	  .given = &o.s.wakeup_given },
+	{ "drain-ms", 0, XB_OPT_UINT, &o.s.drain_ms, "MS",
+	  "the timer's interval when --wakeup is 0: shorter reads\n"
+	  "live state sooner (on the perf path, fewer samples whose\n"
+	  "process moved on) for more wakeups", 1, 1000,
+	  .given = &o.s.drain_given },
 	{ "capture", 0, XB_OPT_CHOICE, &o.capture, "auto|bpf|perf",
 	  "how a sample's memory is captured: bpf copies the\n"
 	  "process and its Erlang stack at the moment of the\n"
@@ -535,7 +540,7 @@ int main(int argc, char **argv)
 	/* Long calls: what is read live of a call's identity counts from the
 	 * next sample on (longcalls.h); drained every ms, a call loses about
 	 * a millisecond at its edges instead of a drain interval of 2-5 ms. */
-	if (sched_mode())
+	if (sched_mode() && !o.s.drain_given)
 		o.s.drain_ms = 1;
 	o.s.keep_old_maps = o.pstack || o.dump; /* its captured frames live until it prints */
 	o.s.capture = strcmp(o.capture, "bpf") == 0 ? XB_CAPTURE_BPF

@@ -7,7 +7,9 @@ and --check in a loop, erlang-write-perf-map in a loop, then a control
 that stops the VM for 100 ms: SIGSTOP, SIGCONT):
   - a process inside the VM (xb_jitter) sleeps 1 ms at a time and records
     how late each wakeup comes.  The baseline's noise is the median of the
-    baseline windows' worst lateness; the limit max(50 ms, 1.5 x noise).
+    baseline windows' worst lateness; the limit max(30 ms, 1.5 x noise)
+    (a drain loop computing at SCHED_FIFO for 45-55 ms, once per run,
+    was caught so: session.c's RT bursts).
     A tool mode fails when the median of its windows' worst lateness is
     above the limit; the same rule must catch the control (on a machine so
     noisy that its baseline hides a 100 ms stop, this witness proves
@@ -137,7 +139,7 @@ def nopause(target):
             return xs[len(xs) // 2]
 
         noise = median(b[0] for b in base)
-        limit = max(50.0, 1.5 * noise)
+        limit = max(30.0, 1.5 * noise)
         log("baseline windows, worst lateness: %s ms (median %.1f); limit %.1f ms" %
             (", ".join("%.1f" % b[0] for b in base), noise, limit))
         for name, rs in res.items():

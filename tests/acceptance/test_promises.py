@@ -773,8 +773,15 @@ def test_wakeup(target):
         d_w, d_s = rates["default"]
         w_w, w_s = rates["wakeup1"]
         drain_ms = 5 if target.jit else 2
-        check(d_w <= 1.6 * 1000 / drain_ms, "by default the tool woke %.0f times a second "
-              "(drains every %d ms: about %d)" % (d_w, drain_ms, 1000 / drain_ms))
+        # Besides the timer's: measured 0.035 wakeups per sample on the
+        # perf path at -F 500..2000 (--no-realtime the same), none to
+        # speak of with BPF capture, which reads nothing live -- most
+        # likely live reads (process_vm_readv) sleeping in the kernel on
+        # the VM's memory map lock or its page faults; 0.06 allowed.
+        allowed = 1.6 * 1000 / drain_ms + 0.06 * d_s
+        check(d_w <= allowed, "by default the tool woke %.0f times a second for %.0f samples a second "
+              "(drains every %d ms: about %d, and at most %.0f with the live reads' waits)"
+              % (d_w, d_s, drain_ms, 1000 / drain_ms, allowed))
         check(w_s >= 2.5 * 1000 / drain_ms, "only %.0f samples a second: too few to tell "
               "--wakeup 1 from the %d ms drain" % (w_s, drain_ms))
         check(w_w >= 0.3 * w_s and w_w >= 2 * d_w,
