@@ -152,35 +152,31 @@ uint64_t xb_realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-char *xb_slurp(const char *path, size_t *lenp)
+char *xb_read_fd(int fd, size_t max, size_t *lenp, const char *what)
 {
-	/* Kernel files (/proc) and our own inputs: never blocks on a FIFO,
-	 * never takes a terminal, and stops at XB_SLURP_MAX bytes (EFBIG). */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	size_t cap = 4096, len = 0;
+	size_t cap = 4096 < max + 1 ? 4096 : max + 1, len = 0;
 	char *buf = malloc(cap + 1);
 	if (!buf) {
-		close(fd);
+		xb_fail("out of memory");
 		return NULL;
 	}
 	for (;;) {
 		if (len == cap) {
-			if (cap >= XB_SLURP_MAX) {
+			if (cap > max) {
 				free(buf);
-				close(fd);
 				errno = EFBIG;
+				xb_fail("%s: larger than %zu bytes (refused)", what, max);
 				return NULL;
 			}
-			char *nb = realloc(buf, cap * 2 + 1);
+			size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			char *nb = realloc(buf, ncap + 1);
 			if (!nb) {
 				free(buf);
-				close(fd);
+				xb_fail("out of memory");
 				return NULL;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = ncap;
 		}
 		ssize_t n = read(fd, buf + len, cap - len);
 		if (n < 0) {
@@ -188,19 +184,32 @@ char *xb_slurp(const char *path, size_t *lenp)
 				continue;
 			int e = errno;
 			free(buf);
-			close(fd);
 			errno = e;
+			xb_fail("%s: %s", what, strerror(e));
 			return NULL;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
-	close(fd);
 	buf[len] = 0;
 	if (lenp)
 		*lenp = len;
 	return buf;
+}
+
+char *xb_slurp(const char *path, size_t *lenp)
+{
+	/* Kernel files (/proc) and our own inputs: never blocks on a FIFO,
+	 * never takes a terminal, and stops at XB_SLURP_MAX bytes (EFBIG). */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	char *b = xb_read_fd(fd, XB_SLURP_MAX, lenp, path);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return b;
 }
 
 int xb_parse_pid(const char *s, int *pid)

@@ -127,52 +127,6 @@ int xb_safe_open(int dirfd, const char *path, uint64_t max_size, unsigned flags,
 	return fd;
 }
 
-static char *read_all(int fd, size_t max, size_t *lenp, const char *what)
-{
-	size_t cap = 4096 < max + 1 ? 4096 : max + 1, len = 0;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
-		xb_fail("out of memory");
-		return NULL;
-	}
-	for (;;) {
-		if (len == cap) {
-			if (cap > max) {
-				free(buf);
-				errno = EFBIG;
-				xb_fail("%s: larger than %zu bytes (refused)", what, max);
-				return NULL;
-			}
-			size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-			char *nb = realloc(buf, ncap + 1);
-			if (!nb) {
-				free(buf);
-				xb_fail("out of memory");
-				return NULL;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			free(buf);
-			errno = e;
-			xb_fail("%s: %s", what, strerror(e));
-			return NULL;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = 0;
-	if (lenp)
-		*lenp = len;
-	return buf;
-}
-
 char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
 		    const struct xb_cred *reader, size_t *len)
 {
@@ -187,7 +141,7 @@ char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags
 			(unsigned)reader->uid);
 		return NULL;
 	}
-	char *b = read_all(fd, max_size, len, path);
+	char *b = xb_read_fd(fd, max_size, len, path);
 	int e = errno;
 	close(fd);
 	errno = e;
@@ -203,7 +157,7 @@ char *xb_slurp_max(const char *path, size_t max, size_t *len)
 		errno = e;
 		return NULL;
 	}
-	char *b = read_all(fd, max, len, path);
+	char *b = xb_read_fd(fd, max, len, path);
 	int e = errno;
 	close(fd);
 	errno = e;
