@@ -59,7 +59,7 @@ if [[ ${1:-} == --suite ]]; then
     shift 2
 fi
 case $suite in
-    default) extra=(--strict --asan) ;;
+    default) extra=(--strict --asan --asan-jobs 2) ;;
     matrix) extra=(--strict --table) ;;
     package) extra=(--strict) ;;
     *) echo "run-all.sh: --suite is default, matrix or package, not '$suite'" >&2; exit 2 ;;

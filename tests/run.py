@@ -61,6 +61,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -462,6 +463,50 @@ def run_and_emit(item, run_dir, counts, strict):
     counts.add(res["status"], tname)
 
 
+def run_shards(args, counts):
+    """The sanitizer pass as args.asan_jobs processes of this script at
+    once (--asan-shard I/N: every N-th sanitized test from the I-th), each
+    with its own run directory; their output is printed after them, shard
+    by shard, and their summary lines added to COUNTS.  The sanitized tests
+    are those whose timing the machine's load does not decide (timing
+    tests are @no_asan), and they run with scaled limits."""
+    argv = [sys.executable, os.path.abspath(__file__), "--suite", args.suite,
+            "--timeout", str(args.timeout)]
+    for k in args.ksubs or ():
+        argv += ["-k", k]
+    for v in args.vm or ():
+        argv += ["--vm", v]
+    for flag, on in (("--no-unit", args.no_unit), ("--strict", args.strict),
+                     ("--asan-all", args.asan_all)):
+        if on:
+            argv.append(flag)
+    n = args.asan_jobs
+    outs = [tempfile.TemporaryFile() for _ in range(n)]
+    procs = [subprocess.Popen(argv + ["--asan-shard", "%d/%d" % (i, n)], stdout=outs[i],
+                              stderr=subprocess.STDOUT) for i in range(n)]
+    for p in procs:
+        p.wait()
+    for i, f in enumerate(outs):
+        f.seek(0)
+        lines = f.read().decode(errors="replace").splitlines()
+        m = None
+        if lines:
+            m = re.match(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", lines[-1])
+        body = lines[:-1] if m else lines
+        for l in body:
+            if l.startswith("targets: "):
+                continue
+            print(l, flush=True)
+        if m:
+            counts.passed += int(m.group(1))
+            counts.failed += int(m.group(2))
+            counts.skipped += int(m.group(3))
+        else:
+            print("FAIL sanitizer shard %d/%d: exit %s without a summary line" % (i, n, procs[i].returncode),
+                  flush=True)
+            counts.failed += 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -482,10 +527,20 @@ def main():
     ap.add_argument("--asan-all", action="store_true",
                     help="with --asan: every test once, not only those the default sanitizer "
                          "pass picks")
+    ap.add_argument("--asan-jobs", type=int, default=1, metavar="N",
+                    help="with --asan: run the sanitizer pass as N processes at once (each a "
+                         "share of its tests; their results printed after them)")
+    ap.add_argument("--asan-shard", metavar="I/N", help=argparse.SUPPRESS)
     ap.add_argument("--strict", action="store_true",
                     help="CI mode: undocumented skips, targets not built and tests no target "
                          "runs are failures")
     args = ap.parse_args()
+    shard = None
+    if args.asan_shard:
+        # a share of the sanitizer pass, for --asan-jobs: no plain pass
+        i, n = (int(x) for x in args.asan_shard.split("/"))
+        shard = (i, n)
+        args.asan = True
 
     known = set(xbtest.all_targets()) | set(xbtest.MATRIX_TARGETS)
     if args.vm:
@@ -533,17 +588,19 @@ def main():
         print("targets: " + ", ".join(
             "%s (%s)" % (t.name, "OTP %s %s %s" % (t.otp_version, t.flavor, t.debug)
                          if t.present else "not available") for t in targets), flush=True)
-        if not args.no_unit:
+        if not args.no_unit and shard is None:
             run_unit(args.ksubs, counts)
-        for item in items:
+        for item in items if shard is None else ():
             run_and_emit(item, run_dir, counts, args.strict)
-        if args.asan:
+        if args.asan and args.asan_jobs > 1 and shard is None:
+            run_shards(args, counts)
+        elif args.asan:
             # Same tests, sanitizer build: any report fails the test (the
             # tools write them to the test's sanitizer directory; UBSan is
             # built to abort).  Slower tools: wall-clock limits scaled.
             os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
             os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
-            if not args.no_unit:
+            if not args.no_unit and (shard is None or shard[0] == 0):
                 run_unit(args.ksubs, counts, "@asan")
             # Each test once under the sanitizers: on the interpreter
             # where it runs there (its own stack-walking paths), else on
@@ -563,10 +620,14 @@ def main():
                 prev = on.get(item.fn)
                 if prev is None or ASAN_TARGETS.index(item.target.name) > ASAN_TARGETS.index(prev):
                     on[item.fn] = item.target.name
+            k = -1
             for item in items:
                 if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None) or not eligible(item):
                     continue
                 if item.target is not None and on.get(item.fn) != item.target.name:
+                    continue
+                k += 1
+                if shard is not None and k % shard[1] != shard[0]:
                     continue
                 if item.asan_target is not None:
                     # a test the plain pass ran on one flavour: the other
@@ -588,7 +649,7 @@ def main():
     if args.table or args.suite == "matrix":
         print_table(targets, counts)
     failed = counts.failed
-    if counts.passed == 0:
+    if counts.passed == 0 and not args.asan_shard:
         print("run.py: no test passed (%d skipped, %d failed): that is a failure"
               % (counts.skipped, counts.failed), flush=True)
         failed += 1 if not counts.failed else 0
