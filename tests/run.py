@@ -3,7 +3,7 @@
 
     python3 tests/run.py [--suite default|matrix|package|soak|fuzz] [-k SUBSTR] [--vm NAME]...
                          [--timeout SECONDS] [--table] [--no-unit] [--list]
-                         [--asan] [--strict]
+                         [--asan [--asan-all] [--asan-jobs N]] [--strict]
 
 Suites (which VM targets the per-VM tests run against):
     default   stock (Debian's /usr/bin/erl), otp25-emu-dwarf, otp25-jit-dwarf
@@ -43,8 +43,9 @@ test runs once on each of the stock JIT and the interpreter), and the
 flavour-specific tests marked @asan (paths no other sanitized test runs),
 each once (on the interpreter where it runs there, else the stock JIT:
 ASAN_TARGETS); --asan-all: every test once.  Tests marked @no_asan never
-(timing, not memory safety, is measured).  Wall-clock limits are scaled (xbtest.time_scale) and time limits
-doubled.  Under every run, each test's tools write sanitizer reports to a
+(timing, not memory safety, is measured).  --asan-jobs N runs that pass as
+N processes at once (run-all.sh: 2), each with every N-th test.  Wall-clock
+limits are scaled (xbtest.time_scale) and time limits doubled.  Under every run, each test's tools write sanitizer reports to a
 directory of the test (ASAN_OPTIONS/UBSAN_OPTIONS log_path), and any report
 there fails the test, also from tools started in the background.
 
