@@ -907,8 +907,31 @@ def _cleanup_children():
 atexit.register(_cleanup_children)
 
 
+def _group_is_ours(pgid, run_directory):
+    """Does a process of group PGID still carry this run's XB_RUN_DIR in its
+    environment?  PIDs wrap (pid_max 32768 here): a recorded group whose
+    processes are gone may be someone else's by now -- another run.py's
+    (run-all.sh runs two sanitizer shards at once), or the machine's."""
+    mark = ("XB_RUN_DIR=%s" % run_directory).encode() + b"\0"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid, "rb") as f:
+                st = f.read()
+            if int(st[st.rindex(b")") + 2:].split()[2]) != pgid:
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if mark in f.read():
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
 def kill_registered(run_directory):
-    """Kill every VM process group recorded in run_directory (by run.py)."""
+    """Kill every VM process group recorded in run_directory (by run.py)
+    that is still ours."""
     d = os.path.join(run_directory, "pgids")
     if not os.path.isdir(d):
         return 0
@@ -919,8 +942,9 @@ def kill_registered(run_directory):
         except ValueError:
             continue
         try:
-            os.killpg(pgid, signal.SIGKILL)
-            n += 1
+            if _group_is_ours(pgid, run_directory):
+                os.killpg(pgid, signal.SIGKILL)
+                n += 1
         except OSError:
             pass
         try:
