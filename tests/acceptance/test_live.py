@@ -32,11 +32,17 @@ def tmux(*args, check_rc=True):
 class Tmux:
     """A detached tmux session of 80x24 running CMD in sh; killed at the end."""
 
+    count = 0
+
     def __init__(self, cmd):
         if not shutil.which("tmux"):
             skip("tmux is not installed (tests/run-all.sh installs it)")
-        self.name = "xblive%d" % os.getpid()
-        self.sock = os.path.join(tmpdir(), "tmux.sock")
+        # A socket of its own per session: a second session on the first
+        # one's socket could reach its server while kill-server still
+        # ends it ("server exited unexpectedly", CI).
+        Tmux.count += 1
+        self.name = "xblive%d-%d" % (os.getpid(), Tmux.count)
+        self.sock = os.path.join(tmpdir(), "tmux-%d.sock" % Tmux.count)
         tmux("-S", self.sock, "new-session", "-d", "-s", self.name, "-x", "80", "-y", "24",
              "sh", "-c", cmd)
 
