@@ -45,6 +45,9 @@ uint64_t xb_realtime_ns(void);
  * names: those go through xb_safe_open (xb/safefile.h). */
 #define XB_SLURP_MAX (64u << 20)
 char *xb_slurp(const char *path, size_t *len);
+/* The same for at most MAX bytes (else EFBIG); a file that cannot be
+ * opened is reported (xb_fail) too. */
+char *xb_slurp_max(const char *path, size_t max, size_t *len);
 /* All of FD (up to MAX bytes, else EFBIG), NUL-terminated; WHAT names it
  * in the error (xb_fail). */
 char *xb_read_fd(int fd, size_t max, size_t *len, const char *what);

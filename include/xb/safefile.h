@@ -65,8 +65,4 @@ int xb_proc_cred(pid_t pid, struct xb_cred *c);
  * an ACL is refused)?  uid 0 reads everything. */
 bool xb_cred_can_read(const struct xb_cred *c, const struct stat *st);
 
-/* Read at most MAX bytes of a /proc (or other kernel) file; like
- * xb_slurp, but a file larger than MAX is an error (EFBIG). */
-char *xb_slurp_max(const char *path, size_t max, size_t *len);
-
 #endif

@@ -198,18 +198,35 @@ char *xb_read_fd(int fd, size_t max, size_t *lenp, const char *what)
 	return buf;
 }
 
-char *xb_slurp(const char *path, size_t *lenp)
+/* Kernel files (/proc) and our own inputs: never blocks on a FIFO, never
+ * takes a terminal, stops at MAX bytes (EFBIG).  SAY: a file that cannot
+ * be opened is an error message too (xb_slurp stays quiet: a thread's
+ * /proc files vanish as it exits). */
+static char *slurp(const char *path, size_t max, size_t *lenp, bool say)
 {
-	/* Kernel files (/proc) and our own inputs: never blocks on a FIFO,
-	 * never takes a terminal, and stops at XB_SLURP_MAX bytes (EFBIG). */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		int e = errno;
+		if (say)
+			xb_fail("cannot read %s: %s", path, strerror(e));
+		errno = e;
 		return NULL;
-	char *b = xb_read_fd(fd, XB_SLURP_MAX, lenp, path);
+	}
+	char *b = xb_read_fd(fd, max, lenp, path);
 	int e = errno;
 	close(fd);
 	errno = e;
 	return b;
+}
+
+char *xb_slurp(const char *path, size_t *lenp)
+{
+	return slurp(path, XB_SLURP_MAX, lenp, false);
+}
+
+char *xb_slurp_max(const char *path, size_t max, size_t *lenp)
+{
+	return slurp(path, max, lenp, true);
 }
 
 int xb_parse_pid(const char *s, int *pid)

@@ -148,22 +148,6 @@ char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags
 	return b;
 }
 
-char *xb_slurp_max(const char *path, size_t max, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		xb_fail("cannot read %s: %s", path, strerror(e));
-		errno = e;
-		return NULL;
-	}
-	char *b = xb_read_fd(fd, max, len, path);
-	int e = errno;
-	close(fd);
-	errno = e;
-	return b;
-}
-
 int xb_proc_root_open(pid_t pid)
 {
 	char path[64];

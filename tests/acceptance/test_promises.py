@@ -22,7 +22,8 @@ from xbtest import (asan, VM, check, derived_target, log, no_asan, nobody_copy, 
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, tmpdir,
                     tool_path, wait_for)
 from xbsample import (TOOL, check_frame_addresses, check_no_garbage, function_starts,
-                      parse_folded, parse_table, sample, stats, wait_running, wait_sampling)
+                      parse_folded, parse_table, sample, scheduler_cpu_ns, stats, wait_running,
+                      wait_sampling)
 
 PERFMAP = "erlang-write-perf-map"
 PSTACK_NATIVE = re.compile(r"^\s+#(\d+)\s+0x([0-9a-f]+) (.+) \[([^\]]+)\]$", re.M)
@@ -601,17 +602,8 @@ def test_output_file_with_the_table(target):
 
 
 def scheduler_cpu_s(vm):
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % vm.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                if not re.match(r"^\d+_scheduler$", f.read().strip()):
-                    continue
-            with open("/proc/%d/task/%s/schedstat" % (vm.pid, tid)) as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total / 1e9
+    """CPU seconds the VM's normal schedulers have used so far, together."""
+    return sum(scheduler_cpu_ns(vm).values()) / 1e9
 
 
 @no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")

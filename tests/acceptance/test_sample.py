@@ -14,8 +14,8 @@ from xbtest import (asan, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool
                     spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
 from xbsample import (TOOL, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
-                      loaded_functions, parse_folded, parse_table, sample, sample_folded, stats,
-                      wait_running, wait_sampling)
+                      loaded_functions, parse_folded, parse_table, sample, sample_folded,
+                      scheduler_cpu_ns, stats, wait_running, wait_sampling)
 
 # Functions of the workloads that never run once they started: a sample
 # named after one of them was pinned on a neighbour of the running code.
@@ -530,22 +530,6 @@ def test_gc_heavy_process_keeps_its_samples(target):
                     counts[f] = counts.get(f, 0) + n
         check_no_garbage(vm, counts, "GC-heavy folded", expect=r"^xb_gc:(alloc_loop|run)/1$",
                          never=r"^xb_gc:(start|stop|gcs)/")
-
-
-def scheduler_cpu_ns(vm):
-    """CPU time (ns) each of the VM's normal scheduler threads has used so
-    far: {tid: ns}."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % vm.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                if not re.match(r"^\d+_scheduler$", f.read().strip()):
-                    continue
-            with open("/proc/%d/task/%s/schedstat" % (vm.pid, tid)) as f:
-                out[int(tid)] = int(f.read().split()[0])
-        except OSError:
-            pass
-    return out
 
 
 @per_vm()

@@ -228,6 +228,22 @@ def check_drops(st, what, allowed=("too stale", "process moved on"), max_other=0
         log("%s: dropped for staleness (load): %s" % (what, load))
 
 
+def scheduler_cpu_ns(vm):
+    """CPU time (ns) each of the VM's normal scheduler threads has used so
+    far: {tid: ns}."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % vm.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
+                if not re.match(r"^\d+_scheduler$", f.read().strip()):
+                    continue
+            with open("/proc/%d/task/%s/schedstat" % (vm.pid, tid)) as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except OSError:
+            pass
+    return out
+
+
 def wait_running(vm, name, timeout=10):
     """Synchronise on an event, not a sleep: the registered process NAME
     exists and its reductions are growing (it runs)."""

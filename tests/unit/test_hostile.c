@@ -188,12 +188,9 @@ static void t_perfmap_escape(void)
 	xb_codemap_add(&cm, 0x2000, 0x2010, "m:'\xff\x01'/0", 9, 0);
 	xb_codemap_add(&cm, 0x3000, 0x3010, "m:'tab\there'/0", 15, 0);
 	xb_codemap_finish(&cm);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	CHECK(f && xb_perfmap_print(&cm, f) == 0, "print failed");
-	if (f)
-		fclose(f);
+	size_t len;
+	char *text = perfmap_text(&cm, &len);
+	CHECK(text, "print failed");
 	int lines = 0;
 	for (size_t i = 0; text && i < len; i++) {
 		lines += text[i] == '\n';

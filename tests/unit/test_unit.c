@@ -641,18 +641,31 @@ static void t_codemap_finish_empty(void)
 	xb_codemap_free(&cm);
 }
 
+char *perfmap_text(const struct xb_codemap *cm, size_t *len)
+{
+	char *text = NULL;
+	*len = 0;
+	FILE *f = open_memstream(&text, len);
+	if (!f)
+		return NULL;
+	int r = xb_perfmap_print(cm, f);
+	fclose(f);
+	if (r < 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
 static void t_perfmap_print(void)
 {
 	struct xb_codemap cm = { 0 };
 	add(&cm, 0x7f0000001000ull, 0x7f0000001040ull, "m:'a b'/1", 0);
 	add(&cm, 0x10, 0x20, "m::codeHeader", 0);
 	xb_codemap_finish(&cm);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	CHECK(f && xb_perfmap_print(&cm, f) == 0, "print failed");
-	if (f)
-		fclose(f);
+	size_t len;
+	char *text = perfmap_text(&cm, &len);
+	CHECK(text, "print failed");
 	CHECK(text && strcmp(text, "10 10 m::codeHeader\n7f0000001000 40 m:'a b'/1\n") == 0,
 	      "got \"%s\"", text ? text : "(null)");
 	free(text);

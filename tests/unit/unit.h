@@ -21,6 +21,10 @@ extern int case_failed;
 
 void run_case(const char *name, void (*fn)(void));
 
+struct xb_codemap;
+/* CM as xb_perfmap_print writes it (malloc'd, LEN bytes), NULL if it fails. */
+char *perfmap_text(const struct xb_codemap *cm, size_t *len);
+
 /* test_erlstack.c */
 void erlstack_cases(void);
 /* test_names.c */
