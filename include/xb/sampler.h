@@ -101,9 +101,13 @@ struct xb_sampler {
 	size_t scratch_size;
 	size_t page_size;
 	int epfd;
+	bool enabled; /* xb_sampler_enable was called: new events open enabled */
 };
 
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o);
+/* Start sampling: every event is opened disabled (so nothing is lost
+ * while the caller sets up); call right before the first poll. */
+int xb_sampler_enable(struct xb_sampler *s);
 void xb_sampler_close(struct xb_sampler *s);
 /* Pick up new threads (rate-limited unless force).  Threads that cannot
  * be sampled are counted in s->unsampled; -1 only when none can be. */

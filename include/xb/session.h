@@ -75,6 +75,7 @@ struct xb_session {
 	struct xb_session_opts o;
 	struct xb_vm vm;
 	bool attached, started;
+	uint64_t events_opened_ns; /* setup after this delays sampling (-vv) */
 	struct xb_codemap cm;
 	struct xb_estate es;
 	struct xb_unwinder uw;

@@ -10,6 +10,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,13 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 		a->watermark = 1;
 		a->wakeup_watermark = (uint32_t)(ring_pages * s->page_size / 2);
 	}
-	a->disabled = 0;
+	/* Events are opened disabled until the loop is about to drain them
+	 * (xb_sampler_enable): a scheduler's ring holds ~30 ms of samples
+	 * with their stack copies, and setting up after the open (libdwfl's
+	 * tables, BPF attach) takes longer than that on a busy machine (the
+	 * kernel lost 150-230 samples at every start, a fifth of a 1 s run).
+	 * Threads found later are opened enabled. */
+	a->disabled = !s->enabled;
 }
 
 static bool busy_thread(struct xb_sampler *s, pid_t tid)
@@ -279,6 +286,20 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 	if (!s->scratch)
 		return xb_fail("out of memory");
 	return xb_sampler_scan_threads(s, true);
+}
+
+int xb_sampler_enable(struct xb_sampler *s)
+{
+	s->enabled = true;
+	size_t failed = 0;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct xb_thread *t = &s->threads[i];
+		if (!t->dead && t->fd >= 0 && ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+			failed++;
+	}
+	if (failed && failed == s->nlive)
+		return xb_fail("PERF_EVENT_IOC_ENABLE failed on every thread: %m");
+	return 0;
 }
 
 void xb_sampler_close(struct xb_sampler *s)

@@ -307,6 +307,7 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 				      .detach = detach_thread, .attach_arg = s };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
 		return -1;
+	s->events_opened_ns = xb_now_ns();
 	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
 				&(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0)
 		return xb_fail("epoll_ctl: %s", strerror(errno));
@@ -516,6 +517,10 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 	report_unsampled(s);
 	double cpu0 = cpu_s(), last_module_check = s->start_s, last_tick = s->start_s;
 	s->cpu_before_s = cpu0;
+	if (xb_sampler_enable(&s->smp) < 0)
+		return -1;
+	xb_debug("sampling starts %.1f ms after the events were opened\n",
+		 (double)(xb_now_ns() - s->events_opened_ns) / 1e6);
 	sinks_window(s, false);
 	for (;;) {
 		bool gone = false;
