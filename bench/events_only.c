@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	struct xb_sampler s;
-	if (xb_sampler_open(&s, pid, &o) < 0) {
+	if (xb_sampler_open(&s, pid, &o) < 0 || xb_sampler_enable(&s) < 0) {
 		fprintf(stderr, "events_only: %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;

@@ -365,7 +365,7 @@ int main(int argc, char **argv)
 		o.attach_arg = &c;
 	}
 	struct xb_sampler s;
-	if (xb_sampler_open(&s, pid, &o) < 0) {
+	if (xb_sampler_open(&s, pid, &o) < 0 || xb_sampler_enable(&s) < 0) {
 		fprintf(stderr, "bpf_capture_check: %s\n", xb_err());
 		return 1;
 	}
