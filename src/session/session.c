@@ -289,9 +289,12 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	 * whose state is already captured), not woken per sample.  Woken per
 	 * sample, the perf path would read a process's stack sooner, but the
 	 * sampler would preempt the sampled thread right after each of its
-	 * samples, and on a busy machine that moves where later samples land:
-	 * a 75/25 split measured 64/36 that way, 74/26 on a timer (see
-	 * README, "Skid").  --wakeup N asks for it anyway. */
+	 * samples (sample_bench's predecessor: 5 % -> 2 % throughput loss
+	 * when the timer replaced per-sample wakeups; a 75/25 split once
+	 * measured 64/36 woken per sample, though bench/drain_bench.py saw no
+	 * such shift on a saturated machine), and reading sooner does not give
+	 * a broker's stacks their callers (drain_bench: callers unknown 0.9x).
+	 * --wakeup N asks for it anyway. */
 	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
 	if (o->drain_given)
 		s->drain_ms = o->drain_ms; /* --drain-ms */
