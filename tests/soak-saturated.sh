@@ -35,7 +35,9 @@ args=("$@")
 
 cores=$(nproc)
 loops=()
+runner=
 stop_loops() {
+    [[ -n $runner ]] && kill -TERM -- "-$runner" 2>/dev/null
     for p in "${loops[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${loops[@]}"; do wait "$p" 2>/dev/null; done
 }
@@ -52,8 +54,14 @@ passed=0
 for ((r = 1; r <= runs; r++)); do
     log=tests/out/soak-$r.log
     t0=$(date +%s)
-    /usr/bin/python3 tests/run.py "${args[@]}" >"$log" 2>&1
+    # In the background and waited for, so that a signal to this script
+    # is handled at once (bash runs traps only between foreground
+    # commands) and the runner, its sanitizer shards and their VMs go with it.
+    setsid /usr/bin/python3 tests/run.py "${args[@]}" >"$log" 2>&1 &
+    runner=$!
+    wait "$runner"
     rc=$?
+    runner=
     took=$(( $(date +%s) - t0 ))
     summary=$(tail -n 1 "$log")
     load=$(cut -d' ' -f1-3 /proc/loadavg)
