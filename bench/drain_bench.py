@@ -99,10 +99,7 @@ def bench_vm(a, rng, tool, target):
         vm.eval("xb_split:start(75)")
         vm.eval("xb_broker:start()")
         time.sleep(1.5)
-        hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-                for _ in range(a.hogs * (os.cpu_count() or 1))]
-        try:
-            time.sleep(0.3)
+        with xbsample.Hogs(a.hogs):
             for r in range(a.rounds):
                 order = list(SETTINGS)
                 rng.shuffle(order)
@@ -110,13 +107,6 @@ def bench_vm(a, rng, tool, target):
                     runs[name].append(one_run(tool, vm, a.seconds, extra))
                 print("drain_bench: %s: round %d/%d (%s)" % (target.name, r + 1, a.rounds,
                                                           " ".join(n for n, _ in order)), flush=True)
-        finally:
-            for h in hogs:
-                try:
-                    os.killpg(h.pid, 9)
-                except OSError:
-                    pass
-                h.wait()
     keys = list(runs["default"][0].keys())
     print("drain_bench: %s (%s), %d hogs per core, %d rounds of %.1f s per setting; medians, and "
           "the ratio to the default in the same rounds" % (target.name, "JIT" if target.jit else

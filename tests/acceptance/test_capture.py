@@ -17,32 +17,10 @@ import time
 from xbtest import (asan, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
                     tmpdir)
 
+from xbsample import Hogs  # noqa: E402
+
 TOOL = "erlang-sample"
 ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
-
-
-class Hogs:
-    """2 busy loops per core, outside the VM, for the with-block."""
-
-    def __init__(self, per_core=2):
-        self.n = per_core * (os.cpu_count() or 1)
-        self.procs = []
-
-    def __enter__(self):
-        for _ in range(self.n):
-            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"],
-                                               start_new_session=True))
-        time.sleep(0.3)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                pass
-            p.wait()
-        return False
 
 
 def stats(err):

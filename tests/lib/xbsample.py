@@ -24,6 +24,7 @@ with nothing:
 
 import os
 import re
+import subprocess
 import time
 
 from xbtest import check, log, run_tool, time_scale, wait_for
@@ -316,3 +317,28 @@ def check_frame_addresses(frames, truth, what):
     check(not wrong, "%s: %d of %d Erlang frames are not at the address of the function "
           "they name" % (what, len(wrong), len(frames)), "\n".join(wrong[:10]))
     log("%s: %d Erlang frames at their functions' addresses" % (what, len(frames)))
+
+
+class Hogs:
+    """PER_CORE busy loops per core (default 2), outside the VM, for the
+    with-block: a saturated machine (test_capture, bench/drain_bench.py)."""
+
+    def __init__(self, per_core=2):
+        self.n = per_core * (os.cpu_count() or 1)
+        self.procs = []
+
+    def __enter__(self):
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"],
+                                               start_new_session=True))
+        time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+            p.wait()
+        return False
