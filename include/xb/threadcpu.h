@@ -26,4 +26,20 @@ struct xb_thread_cpu {
  * is gone. */
 int xb_thread_cpu_read(pid_t pid, pid_t tid, struct xb_thread_cpu *out);
 
+/* Is a thread asleep: has its CPU time grown by at most XB_ASLEEP_RUN_NS
+ * (a timer wake-up) over the last XB_ASLEEP_NS?  Call it as often as
+ * wanted with NOW (xb_now_ns) and a zeroed struct per thread: the first
+ * call starts the window, /proc is read at most every XB_ASLEEP_POLL_NS.
+ * False when the thread is gone or unreadable.  --pstack and --dump stop
+ * waiting for a scheduler that sleeps for want of work. */
+#define XB_ASLEEP_NS (100ull * 1000 * 1000)
+#define XB_ASLEEP_RUN_NS (1ull * 1000 * 1000)
+#define XB_ASLEEP_POLL_NS (20ull * 1000 * 1000)
+struct xb_asleep {
+	uint64_t run_ns;   /* CPU time when last seen to run */
+	uint64_t since_ns; /* since when it has not (0: not looked at yet) */
+	uint64_t checked_ns;
+};
+bool xb_thread_asleep(pid_t pid, pid_t tid, struct xb_asleep *a, uint64_t now);
+
 #endif

@@ -56,3 +56,19 @@ int xb_thread_cpu_read(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
 	out->run_ns = (ut + stt) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
 	return 0;
 }
+
+bool xb_thread_asleep(pid_t pid, pid_t tid, struct xb_asleep *a, uint64_t now)
+{
+	if (a->since_ns && now - a->checked_ns < XB_ASLEEP_POLL_NS)
+		return now - a->since_ns >= XB_ASLEEP_NS;
+	struct xb_thread_cpu c;
+	if (xb_thread_cpu_read(pid, tid, &c) != 0)
+		return false;
+	a->checked_ns = now;
+	if (!a->since_ns || c.run_ns > a->run_ns + XB_ASLEEP_RUN_NS) {
+		a->since_ns = now;
+		a->run_ns = c.run_ns;
+		return false;
+	}
+	return now - a->since_ns >= XB_ASLEEP_NS;
+}

@@ -16,6 +16,8 @@
 #include "xb/proctab.h"
 #include "xb/session.h"
 
+#include "xb/threadcpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +34,11 @@ struct dump_sink {
 	struct xb_dump_opts o;
 	struct seen *v;
 	size_t n, cap;
-	bool *sched_seen; /* by sampler thread index */
-	size_t nsched_seen;
+	struct sched_state {
+		bool seen; /* running a process */
+		struct xb_asleep asleep;
+	} *sched; /* by sampler thread index */
+	size_t nsched;
 };
 
 static struct seen *find_seen(struct dump_sink *d, uint64_t c_p)
@@ -64,8 +69,8 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 {
 	struct dump_sink *d = (struct dump_sink *)k;
 	const struct xb_estack *es = rs->es;
-	if ((size_t)rs->s->thread < d->nsched_seen && es->status == XB_ES_OK && es->c_p)
-		d->sched_seen[rs->s->thread] = true;
+	if ((size_t)rs->s->thread < d->nsched && es->status == XB_ES_OK && es->c_p)
+		d->sched[rs->s->thread].seen = true;
 	if (es->status != XB_ES_OK || !es->c_p || !es->n)
 		return;
 	struct seen *e = find_seen(d, es->c_p);
@@ -87,23 +92,27 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 	e->partial = es->partial;
 }
 
-/* Done once every normal scheduler was seen running a process or idle
- * (the session's --pstack-wait bounds the rest). */
+/* Done once every normal scheduler was seen running a process or is
+ * asleep (xb_thread_asleep, as --pstack); the session's --pstack-wait
+ * bounds the rest. */
 static bool done(struct xb_sink *k, struct xb_session *s)
 {
 	struct dump_sink *d = (struct dump_sink *)k;
-	if (d->nsched_seen < s->smp.nthreads) {
-		bool *v = realloc(d->sched_seen, s->smp.nthreads * sizeof(*v));
+	if (d->nsched < s->smp.nthreads) {
+		struct sched_state *v = realloc(d->sched, s->smp.nthreads * sizeof(*v));
 		if (!v)
 			return false;
-		memset(v + d->nsched_seen, 0, (s->smp.nthreads - d->nsched_seen) * sizeof(*v));
-		d->sched_seen = v;
-		d->nsched_seen = s->smp.nthreads;
+		memset(v + d->nsched, 0, (s->smp.nthreads - d->nsched) * sizeof(*v));
+		d->sched = v;
+		d->nsched = s->smp.nthreads;
 	}
+	uint64_t now = xb_now_ns();
+	bool all = true;
 	for (size_t i = 0; i < s->smp.nthreads; i++)
-		if (s->smp.threads[i].kind == 's' && !d->sched_seen[i])
-			return false;
-	return true;
+		if (s->smp.threads[i].kind == 's' && !d->sched[i].seen &&
+		    !xb_thread_asleep(s->vm.pid, s->smp.threads[i].tid, &d->sched[i].asleep, now))
+			all = false;
+	return all;
 }
 
 /* One process's stack from its saved state, read twice over: the state
@@ -283,7 +292,7 @@ static void free_sink(struct xb_sink *k)
 	for (size_t i = 0; i < d->n; i++)
 		free_names(d->v[i].frames, d->v[i].n);
 	free(d->v);
-	free(d->sched_seen);
+	free(d->sched);
 	free(d);
 }
 

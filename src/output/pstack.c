@@ -1,10 +1,12 @@
 /* pstack.c - --pstack: one mixed native + Erlang stack per scheduler,
- * the best one seen while sampling (up to --pstack-wait). */
+ * the best one seen while sampling (up to --pstack-wait, or until every
+ * scheduler has shown a process or is asleep). */
 #define _GNU_SOURCE
 #include "xb/outputs.h"
 #include "xb/common.h"
 #include "xb/names.h"
 #include "xb/session.h"
+#include "xb/threadcpu.h"
 #include "xb/writers.h"
 
 #include <stdlib.h>
@@ -15,6 +17,7 @@ struct entry {
 	struct xb_estack es;
 	struct xb_unwind uw;
 	const struct xb_code *jit_here;
+	struct xb_asleep asleep;
 };
 
 struct pstack_sink {
@@ -36,19 +39,27 @@ static int rank(const struct xb_estack *es)
 	return es->partial ? 2 : 3;
 }
 
+/* Entries for sampler threads 0..I; false when memory ran out. */
+static bool ensure(struct pstack_sink *ps, struct xb_session *s, size_t i)
+{
+	if (i < ps->n)
+		return true;
+	size_t n = s->smp.nthreads > i ? s->smp.nthreads : i + 1;
+	struct entry *v = realloc(ps->v, n * sizeof(*v));
+	if (!v)
+		return false;
+	memset(v + ps->n, 0, (n - ps->n) * sizeof(*v));
+	ps->v = v;
+	ps->n = n;
+	return true;
+}
+
 static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample *rs)
 {
 	struct pstack_sink *ps = (struct pstack_sink *)k;
 	size_t i = (size_t)rs->s->thread;
-	if (i >= ps->n) {
-		size_t n = s->smp.nthreads > i ? s->smp.nthreads : i + 1;
-		struct entry *v = realloc(ps->v, n * sizeof(*v));
-		if (!v)
-			return;
-		memset(v + ps->n, 0, (n - ps->n) * sizeof(*v));
-		ps->v = v;
-		ps->n = n;
-	}
+	if (!ensure(ps, s, i))
+		return;
 	struct entry *e = &ps->v[i];
 	if (rank(rs->es) > (e->have ? rank(&e->es) : -1)) {
 		e->have = true;
@@ -58,19 +69,33 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 	}
 }
 
-/* Done early once every scheduler has shown a process. */
+/* A scheduler asleep for want of work (xb_thread_asleep: no CPU time
+ * for 100 ms) is idle now; waiting the rest of --pstack-wait for it to
+ * run a process would only delay the answer (eu-stack and py-spy dump
+ * answer at once).  One that spins before sleeping (OTP's busy wait)
+ * uses CPU and is waited for until it sleeps. */
+/* Done early once every scheduler has shown a process or is asleep. */
 static bool done(struct xb_sink *k, struct xb_session *s)
 {
 	struct pstack_sink *ps = (struct pstack_sink *)k;
 	size_t ns = 0;
+	uint64_t now = xb_now_ns();
+	bool all = true;
 	for (size_t i = 0; i < s->smp.nthreads; i++) {
 		if (s->smp.threads[i].kind != 's')
 			continue;
 		ns++;
-		if (i >= ps->n || !ps->v[i].have || ps->v[i].es.status != XB_ES_OK)
+		if (!ensure(ps, s, i))
 			return false;
+		struct entry *e = &ps->v[i];
+		if (e->have && e->es.status == XB_ES_OK)
+			continue;
+		/* look at every waiting scheduler, so that each one's quiet
+		 * time starts at the first call */
+		if (!xb_thread_asleep(s->vm.pid, s->smp.threads[i].tid, &e->asleep, now))
+			all = false;
 	}
-	return ns > 0;
+	return ns > 0 && all;
 }
 
 /* The code map CODE belongs to: the session's, or one retired since

@@ -219,8 +219,8 @@ static const struct xb_opt options[] = {
 	  "only what it proves itself (default 10)", 0.001, 1e6 },
 	{ "pstack-wait", 0, XB_OPT_DOUBLE, &o.pstack_wait, "SECONDS",
 	  "how long --pstack (and --dump) waits for a scheduler\n"
-	  "to run\n"
-	  "(default 1); one that does not is reported idle", 0.001, 3600 },
+	  "to run (default 1); one that does not, or that\n"
+	  "sleeps for 100 ms, is reported idle", 0.001, 3600 },
 	{ "idle-scheduler-stacks", 0, XB_OPT_FLAG, &o.idle_stacks, NULL,
 	  "with --pstack, show where idle schedulers wait" },
 	{ "force-c_p-register", 0, XB_OPT_FN, &o.force_reg[0], "REG", "register holding c_p (the current Process*)",

@@ -840,25 +840,40 @@ def test_max_skid_ms(target):
 @per_vm(only=["stock"])
 def test_pstack_wait(target):
     """--pstack waits up to --pstack-wait (1 s) for each scheduler to be
-    sampled running: on an idle VM it takes that long, no less, and not
-    much more."""
+    sampled running a process, but not for a scheduler that is asleep (no
+    CPU time for 100 ms): on an idle VM it answers early, like eu-stack,
+    every scheduler idle; on a VM with one busy scheduler, the busy one
+    shows its process and the asleep one is idle, early too.  A wait
+    shorter than that still ends the run."""
     with VM(target, schedulers=2) as vm:
         vm.wait_code_quiet()
-        for wait in (0.3, 2.0):
+        for wait in (5.0, 30.0):
             t0 = time.monotonic()
-            r = sample(vm, "--pstack", "--pstack-wait", str(wait), timeout=30)
+            r = sample(vm, "-v", "--pstack", "--pstack-wait", str(wait), timeout=60)
             took = time.monotonic() - t0
-            check(re.search(r"^scheduler 1 \(tid \d+\): idle", r.out, re.M),
-                  "scheduler 1 not idle", r.out)
-            check(took >= wait, "--pstack-wait %.1f: done after %.2f s" % (wait, took))
-            check(took <= wait + 1.5 * time_scale(), "--pstack-wait %.1f: took %.2f s"
-                  % (wait, took))
-            log("--pstack-wait %.1f on an idle VM: %.2f s" % (wait, took))
-        # Default 1 s.
+            check(sorted(re.findall(r"^scheduler (\d) \(tid \d+\): idle", r.out, re.M)) == ["1", "2"],
+                  "schedulers not both idle", r.out)
+            # sampled for: the -v line's duration (attaching not included)
+            m = re.search(r"erlang-sample: ([0-9.]+) s; received", r.err)
+            check(m, "no -v statistics line", r.err)
+            check(float(m.group(1)) < 2.0, "--pstack-wait %.0f on an idle VM: sampled for %s s, "
+                  "waiting for asleep schedulers" % (wait, m.group(1)), r.err)
+            log("--pstack-wait %.0f on an idle VM: sampled %s s, %.2f s in all" % (wait, m.group(1), took))
         t0 = time.monotonic()
-        sample(vm, "--pstack", timeout=30)
+        r = sample(vm, "--pstack", "--pstack-wait", "0.05", timeout=30)
         took = time.monotonic() - t0
-        check(1.0 <= took <= 1.0 + 1.5 * time_scale(), "default --pstack-wait: took %.2f s" % took)
+        check(re.search(r"^scheduler 1 \(tid \d+\): idle", r.out, re.M), "scheduler 1 not idle", r.out)
+        check(took <= 0.05 + 1.5 * time_scale(), "--pstack-wait 0.05: took %.2f s" % took)
+        # One scheduler busy (a single looping process), one asleep.
+        vm.eval("xb_split:start(75)")
+        time.sleep(1)
+        r = sample(vm, "-v", "--pstack", "--pstack-wait", "30", timeout=60)
+        m = re.search(r"erlang-sample: ([0-9.]+) s; received", r.err)
+        check(m and float(m.group(1)) < 2.0, "--pstack with one scheduler asleep sampled for %s s"
+              % (m.group(1) if m else "?"), r.err)
+        check(len(re.findall(r"^scheduler \d \(tid \d+\): process <[0-9.]+> xb_split", r.out, re.M)) == 1
+              and len(re.findall(r"^scheduler \d \(tid \d+\): idle", r.out, re.M)) == 1,
+              "expected one scheduler running xb_split and one idle", r.out)
 
 
 @no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
