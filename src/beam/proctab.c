@@ -895,7 +895,7 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 	return xb_fail("no process is registered as '%s' in this VM", name);
 }
 
-int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
+static int find_once(struct xb_ptab *t, const char *spec, uint32_t *slot)
 {
 	unsigned node, num, ser;
 	int end = 0;
@@ -910,7 +910,8 @@ int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
 		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
 			char why[512];
 			snprintf(why, sizeof(why), "%s", xb_err());
-			return xb_fail("%s; erlang-heapsample lists the processes", why);
+			xb_fail("%s; erlang-heapsample lists the processes", why);
+			return -2;
 		}
 		return 0;
 	}
@@ -920,7 +921,25 @@ int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
 	if (xb_ptab_find_name(t, spec, slot) < 0) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", xb_err());
-		return xb_fail("%s; pass a registered name or a pid <0.N.S> (erlang-heapsample lists them)", why);
+		xb_fail("%s; pass a registered name or a pid <0.N.S> (erlang-heapsample lists them)", why);
+		return -2; /* not found (find_once: -1 is a bad SPEC) */
 	}
 	return 0;
+}
+
+/* A miss is only believed after the table and the processes were read
+ * three times: the VM changes them under the reads (a process is being
+ * registered, its slot moves), and one bad read of the right process
+ * must not make the answer "there is no such process". */
+int xb_ptab_find(struct xb_ptab *t, const char *spec, uint32_t *slot)
+{
+	int rc = -1;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		if (attempt > 0 && xb_ptab_refresh(t) < 0)
+			break;
+		rc = find_once(t, spec, slot);
+		if (rc != -2 || t->vm->mem.gone)
+			break;
+	}
+	return rc < 0 ? -1 : 0;
 }

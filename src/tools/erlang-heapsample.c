@@ -582,6 +582,16 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 
 /* ---- allocators ---- */
 
+/* -v: what was attached, once the last check that can refuse the VM
+ * has passed (a refusal is one line). */
+static void verbose_header(const struct xb_vm *vm)
+{
+	if (xb_verbose)
+		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; process table at 0x%llx\n",
+			XB_VERSION, (int)vm->pid, vm->otp[0] ? vm->otp : "?", vm->erts, xb_flavor_name(vm->flavor),
+			xb_debug_name(vm->debug), (unsigned long long)vm->sym.proc_tab);
+}
+
 static int mode_alloc(struct xb_vm *vm, FILE *out)
 {
 	struct xb_alloc_info *ai = calloc(1, sizeof(*ai));
@@ -596,6 +606,7 @@ static int mode_alloc(struct xb_vm *vm, FILE *out)
 		}
 		return -1;
 	}
+	verbose_header(vm);
 	struct xb_hs_rss rss = { 0 };
 	rss.known = xb_anon_rw_rss(vm->pid, &rss.anon_rw_rss, &rss.anon_rw_size) == 0;
 	rss.resident_known = ai->resident_known;
@@ -682,18 +693,15 @@ int main(int argc, char **argv)
 		xb_vm_detach(&vm);
 		return 1;
 	}
-	if (xb_verbose)
-		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; process table at 0x%llx\n",
-			XB_VERSION, pid, vm.otp[0] ? vm.otp : "?", vm.erts, xb_flavor_name(vm.flavor),
-			xb_debug_name(vm.debug), (unsigned long long)vm.sym.proc_tab);
-	xb_vm_atoms_prefetch(&vm);
-
 	struct xb_ptab t = { 0 };
 	if (!o.alloc && xb_ptab_open(&vm, &t) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		xb_vm_detach(&vm);
 		return 1;
 	}
+	if (!o.alloc)
+		verbose_header(&vm);
+	xb_vm_atoms_prefetch(&vm);
 	/* The output is opened once the VM is attached: bad input never
 	 * leaves a file behind. */
 	struct xb_outfile of;

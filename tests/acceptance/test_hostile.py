@@ -33,6 +33,7 @@ from xbtest import (asan, ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip,
 
 SAMPLE = "erlang-sample"
 PERFMAP = "erlang-write-perf-map"
+HEAP = "erlang-heapsample"
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "fakebeam.c")
 TABLE = os.path.join(ROOT, "src", "beam", "releases", "erts-13.1.5.c")
 SECRET = "XB-SECRET-7d1f3a"
@@ -125,7 +126,8 @@ def one_line_failure(r, rss, what, limit_s=3.0, limit_kb=100 * 1024, check_mode=
 def all_tools(pid):
     """(name, args) of every mode against PID."""
     return [(SAMPLE, ["-d", "1", pid]), (SAMPLE, ["--pstack", "--pstack-wait", "0.5", pid]),
-            (SAMPLE, ["--check", pid]), (PERFMAP, ["-o", os.path.join(tmpdir(), "map"), pid])]
+            (SAMPLE, ["--check", pid]), (PERFMAP, ["-o", os.path.join(tmpdir(), "map"), pid]),
+            (HEAP, [pid]), (HEAP, ["--alloc", pid]), (HEAP, ["--contents", "<0.1.0>", pid])]
 
 
 def secret_file(d, name="secret", mode=0o600):
@@ -406,7 +408,7 @@ def corrupted_run(target, seconds):
         env = {"EXTROSPECT_FAULT": "flip:10"}  # 1 % of reads
         names = set()
         t_end = time.monotonic() + seconds
-        runs = 0
+        runs = heap_runs = 0
         while time.monotonic() < t_end:
             for args in (["-d", "3"], ["--pstack"], ["--format", "folded", "-d", "2"]):
                 r = run_tool(SAMPLE, *(args + [str(vm.pid)]), timeout=60, env=env)
@@ -422,13 +424,21 @@ def corrupted_run(target, seconds):
                 runs += 1
             r = run_tool(PERFMAP, "-o", os.path.join(tmpdir(), "m"), str(vm.pid), env=env, timeout=60)
             check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
+            # erlang-heapsample reads processes, allocators and a heap
+            # from the same corrupted memory: an error or a row marked
+            # partial, never a crash or a hang.
+            for args in ([], ["--alloc"], ["--contents", "xb_deep"]):
+                r = run_tool(HEAP, *(args + [str(vm.pid)]), timeout=60, env=env)
+                check(r.rc in (0, 1) and not r.timed_out, "erlang-heapsample %s with corrupted reads: exit %s"
+                      % (" ".join(args) or "(processes)", r.rc), r.describe())
+                heap_runs += 1
         loaded = loaded_functions(vm)
         # Frames are named from the code map, built from the VM's own
         # tables: a corrupted read may drop names, never invent one.
         bad = sorted(n for n in names if n.split(" (")[0] not in loaded)
         check(not bad, "frames that name no loaded function: %s" % bad[:10])
-        log("%d runs over %d s, 1 %% of reads flipped: %d distinct Erlang frames, all loaded functions"
-            % (runs, seconds, len(names)))
+        log("%d runs of erlang-sample and %d of erlang-heapsample over %d s, 1 %% of reads flipped: %d "
+            "distinct Erlang frames, all loaded functions" % (runs, heap_runs, seconds, len(names)))
 
 
 @per_vm(only=["stock"])
@@ -451,7 +461,7 @@ def test_corrupted_reads_real_vm_long(target):
 # Every numeric option of every tool (tests/README: table-driven).
 NUMERIC = {
     SAMPLE: ["duration", "frequency", "period", "user-stack", "wakeup", "top", "max-callchain-depth",
-             "live-interval", "live-window", "max-skid-ms", "pstack-wait"],
+             "live-interval", "live-window", "max-skid-ms", "pstack-wait", "drain-ms", "long-calls-ms"],
     PERFMAP: ["interval"],
     "erlang-heapsample": ["interval", "count", "top", "max-words", "seed"],
 }
@@ -464,9 +474,21 @@ WIDE = {"period": ("4294967296", "4294967808", "1000000000000001"),
         "seed": ("4294967296", "4294967808", "18446744073709551616")}
 
 
+NUMERIC_METAVARS = {"N", "MS", "SECONDS", "HZ", "BYTES"}
+
+
 def test_bad_numeric_options():
     """Every numeric option refuses wrap-around, nan, inf, negatives and
-    junk: exit 2, one line naming the option."""
+    junk: exit 2, one line naming the option.  "Every" is checked: the
+    options whose --help argument is a number (N, MS, SECONDS, HZ,
+    BYTES) are the ones listed here, so a new one cannot be left out."""
+    for tool, opts in NUMERIC.items():
+        h = run_tool(tool, "--help", timeout=10)
+        listed = set(re.findall(r"^\s+(?:-\w, )?--([a-z-]+)[ =]([A-Z]+)\b", h.out, re.M))
+        numeric = {o for o, mv in listed if mv in NUMERIC_METAVARS}
+        check(numeric, "%s --help lists no numeric option" % tool, h.out)
+        check(numeric == set(opts), "%s: numeric options in --help %s, in this test %s"
+              % (tool, sorted(numeric), sorted(opts)), h.out)
     n = 0
     for tool, opts in NUMERIC.items():
         for opt in opts:

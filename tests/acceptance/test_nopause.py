@@ -3,7 +3,8 @@ they look at; our tools must not.
 
 Two witnesses, in windows of the same run (3 rounds of: a baseline window
 with nothing attached, then one window per tool mode: sampling, --pstack
-and --check in a loop, erlang-write-perf-map in a loop, then a control
+and --check in a loop, erlang-write-perf-map in a loop, erlang-heapsample
+(processes, --alloc) in a loop, then a control
 that stops the VM for 100 ms: SIGSTOP, SIGCONT):
   - a process inside the VM (xb_jitter) sleeps 1 ms at a time and records
     how late each wakeup comes.  The baseline's noise is the median of the
@@ -17,7 +18,7 @@ that stops the VM for 100 ms: SIGSTOP, SIGCONT):
     and more with nothing attached, which one window's worst cannot tell
     from a pause);
     The modes that start a tool again and again (--pstack, --check, the
-    perf map) are held against a spawn control too: /bin/true started as
+    perf map, erlang-heapsample) are held against a spawn control too: /bin/true started as
     often, in a window of its own.  On a saturated machine starting
     processes alone delays the VM's wakeups: /bin/true in a loop gave worst
     lateness of 105 and 170 ms in windows where the baseline's was 10-43 ms
@@ -128,11 +129,14 @@ def nopause(target):
         time.sleep(1.0)
         pid = str(vm.pid)
         sample, perfmap = tool_path("erlang-sample"), tool_path("erlang-write-perf-map")
+        heap = tool_path("erlang-heapsample")
         modes = [
             ("sampling", [sample, "-d", str(WINDOW), pid]),
             ("--pstack", [sample, "--pstack", pid]),
             ("--check", [sample, "--check", pid]),
             ("erlang-write-perf-map", [perfmap, "-o", "/dev/null", pid]),
+            ("erlang-heapsample", [heap, pid]),
+            ("erlang-heapsample --alloc", [heap, "--alloc", pid]),
         ]
         base, res, control, spawn = [], {m[0]: [] for m in modes}, [], []
         for _ in range(ROUNDS):

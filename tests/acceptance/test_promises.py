@@ -72,8 +72,9 @@ def untraced_leak_check():
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_never_ptrace_nor_proc_mem(target):
     """README: the VM's memory is read with process_vm_readv(2) -- never
-    ptrace, never /proc/PID/mem.  strace -f on both tools (every mode that
-    reads the VM: sampling, --pstack, --check, the perf map) shows no ptrace
+    ptrace, never /proc/PID/mem.  strace -f on the three tools (every mode
+    that reads the VM: sampling, --pstack, --check, the perf map,
+    erlang-heapsample's processes, --alloc and --contents) shows no ptrace
     call, no open of any /proc/*/mem, and process_vm_readv calls (the
     evidence that it did read the VM)."""
     strace = need("strace", "strace")
@@ -81,7 +82,9 @@ def test_never_ptrace_nor_proc_mem(target):
         vm.eval("xb_deep:start()")
         wait_running(vm, "xb_deep")
         runs = [(TOOL, ["-d", "1"]), (TOOL, ["--pstack"]), (TOOL, ["--check"]),
-                (PERFMAP, ["-o", os.path.join(tmpdir(), "x.map")])]
+                (PERFMAP, ["-o", os.path.join(tmpdir(), "x.map")]),
+                ("erlang-heapsample", []), ("erlang-heapsample", ["--alloc"]),
+                ("erlang-heapsample", ["--contents", "xb_deep"])]
         for tool, args in runs:
             log_path = os.path.join(tmpdir(), "strace.%s.txt" % tool)
             r = run_cmd([strace, "-f", "-qq", "-o", log_path,
