@@ -1,9 +1,10 @@
 #!/bin/sh
 # build-deb.sh - build a Debian package of the tools:
 #   dist/extrospect-beam_VERSION_ARCH.deb
-# (erlang-sample, erlang-write-perf-map and their man pages, under /usr),
-# depending on Debian's runtime libraries they link (elfutils' libdw1,
-# libelf1, libdebuginfod1, libc6: computed by dpkg-shlibdeps).  Install it
+# (erlang-sample, erlang-write-perf-map, erlang-heapsample and their man
+# pages, under /usr), depending on Debian's runtime libraries they link
+# (elfutils' libdw1, libelf1, libdebuginfod1, libbpf1, libprotobuf-c1,
+# zlib1g, libc6: computed by dpkg-shlibdeps).  Install it
 # on a machine with no compiler:
 #   apt-get install ./dist/extrospect-beam_*.deb
 #
@@ -37,7 +38,7 @@ dir=build-deb
 if [ ! -f "$dir/build.ninja" ]; then
 	meson setup "$dir" --prefix=/usr --buildtype=release --werror >/dev/null
 fi
-ninja -C "$dir" erlang-sample erlang-write-perf-map >/dev/null
+ninja -C "$dir" erlang-sample erlang-write-perf-map erlang-heapsample >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
@@ -60,7 +61,7 @@ gzip -9nc README.md > "$doc/README.md.gz"
 # Runtime dependencies, the Debian way.
 mkdir -p "$tmp/debian"
 printf 'Source: extrospect-beam\n\nPackage: extrospect-beam\nArchitecture: any\n' > "$tmp/debian/control"
-deps=$(cd "$tmp" && dpkg-shlibdeps -O root/usr/bin/erlang-sample root/usr/bin/erlang-write-perf-map 2>/dev/null |
+deps=$(cd "$tmp" && dpkg-shlibdeps -O root/usr/bin/erlang-* 2>/dev/null |
 	sed -n 's/^shlibs:Depends=//p')
 [ -n "$deps" ] || { echo "build-deb.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 
@@ -82,7 +83,8 @@ Description: look inside a running Erlang VM (BEAM) without stopping it
  CPU (table, folded stacks, a live top view), one stack per scheduler
  (--pstack), and which Erlang code sits under a native function (--blame).
  erlang-write-perf-map writes /tmp/perf-PID.map for stock perf and names the
- JIT frames in perf script output.  Nothing is loaded into the VM.
+ JIT frames in perf script output.  erlang-heapsample shows memory per
+ process and per allocator.  Nothing is loaded into the VM.
 CONTROL
 mkdir -p "$out"
 deb=$out/extrospect-beam_${version}_${arch}.deb

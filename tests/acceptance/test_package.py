@@ -137,7 +137,8 @@ def test_deb_installs_and_runs(target):
         r = sh(["chroot", root, "erlang-sample", "--version"], timeout=30)
         check(re.match(r"^erlang-sample \d+\.\d+\.\d+$", r.out.strip()), "--version: %r" % r.out)
         sh(["chroot", root, "erlang-write-perf-map", "--version"], timeout=30)
-        for page in ("erlang-sample.1.gz", "erlang-write-perf-map.1.gz"):
+        sh(["chroot", root, "erlang-heapsample", "--version"], timeout=30)
+        for page in ("erlang-sample.1.gz", "erlang-write-perf-map.1.gz", "erlang-heapsample.1.gz"):
             check(os.path.exists(os.path.join(root, "usr/share/man/man1", page)), "%s not installed" % page)
         with VM(target) as vm:
             vm.eval("xb_split:start(75)")
@@ -147,3 +148,6 @@ def test_deb_installs_and_runs(target):
             check(re.search(r"^\s*\d+\s+xb_split:hot_a/1\s+\d+\.\d+%\s+\[Erlang\]$", r.out, re.M),
                   "the installed erlang-sample does not show xb_split:hot_a/1", r.out)
             log("from the installed package:\n" + r.out.strip())
+            r = run_cmd(["chroot", root, "erlang-heapsample", "-t", "5", str(vm.pid)], timeout=60)
+            check(r.rc == 0 and re.search(r"xb_split", r.out), "the installed erlang-heapsample "
+                  "does not list the xb_split process", r.describe())
