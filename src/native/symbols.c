@@ -70,8 +70,8 @@ static void refuse(const char *what)
 	if (!cur)
 		return;
 	cur->refused++;
-	if (!cur->refusal[0])
-		snprintf(cur->refusal, sizeof(cur->refusal), "%s", what);
+	if (!cur->refusal[0]) /* cut to fit, said with a precision (-O3 warns otherwise) */
+		snprintf(cur->refusal, sizeof(cur->refusal), "%.*s", (int)sizeof(cur->refusal) - 1, what);
 	if (xb_verbose)
 		fprintf(stderr, "note: %s\n", what);
 }
