@@ -737,6 +737,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		status = 1;
 	}
+	/* budgets the VM's data went over (atoms, code map, ...): a note,
+	 * and -v says where */
+	if (status == 0)
+		xb_overruns_report(stderr, PROG);
 	if (cm_state > 0)
 		xb_codemap_free(&cm);
 	xb_ptab_close(&t);

@@ -348,9 +348,17 @@ def test_synthetic_64g_heap():
 
 
 def test_synthetic_huge_atom_table():
+    """2^24 atoms: the atom cache stops at its budget and every tool that
+    got as far as naming atoms says so (a note, one line)."""
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"), emu=True)
-    synthetic_case(exe, "emu", "atoms")
+    res = synthetic_case(exe, "emu", "atoms")
+    for what, r, _ in res:
+        if r.rc == 0:
+            check("atom cache full" in r.err, "%s: the atom cache's budget was not reported" % what,
+                  r.describe())
+    check(sum(r.rc == 0 for _, r, _ in res) >= 4, "fewer than 4 modes got past attaching",
+          "\n".join("%s: exit %s" % (w, r.rc) for w, r, _ in res))
 
 
 def test_synthetic_huge_module_table():
@@ -433,6 +441,10 @@ def corrupted_run(target, seconds):
                       % (" ".join(args) or "(processes)", r.rc), r.describe())
                 heap_runs += 1
         loaded = loaded_functions(vm)
+        # (with nothing named the check below would hold on nothing: 1 %
+        # of reads flipped leaves most samples and their frames intact)
+        check(len(names) >= 5, "only %d distinct Erlang frames named in %d runs with 1 %% of reads "
+              "flipped: %s" % (len(names), runs, sorted(names)))
         # Frames are named from the code map, built from the VM's own
         # tables: a corrupted read may drop names, never invent one.
         bad = sorted(n for n in names if n.split(" (")[0] not in loaded)

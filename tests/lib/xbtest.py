@@ -747,10 +747,22 @@ def check_sample_stats(err, what="erlang-sample -v"):
     return st
 
 
-def _post_run_checks(name, argv, err, what=None):
-    """Checks of one finished run of our tool NAME (stderr text err)."""
+# erlang-sample modes that sample and end with the -v statistics line
+NO_STATS_MODES = ("--check", "--help", "--version", "--symbolize", "--dump", "--live", "-h")
+
+
+def _post_run_checks(name, argv, err, what=None, rc=None):
+    """Checks of one finished run of our tool NAME (stderr text err, exit
+    status rc when known): the -v statistics line is checked, and a run
+    with -v that sampled and succeeded must have printed it (else the
+    check would pass on nothing)."""
     if name == "erlang-sample" or os.path.basename(str(name)) == "erlang-sample":
-        check_sample_stats(err, what or "erlang-sample %s" % " ".join(map(str, argv[1:])))
+        what = what or "erlang-sample %s" % " ".join(map(str, argv[1:]))
+        st = check_sample_stats(err, what)
+        args = [str(a) for a in argv[1:]]
+        verbose = any(re.fullmatch(r"-v+", a) or a == "--verbose" for a in args)
+        if st is None and verbose and rc == 0 and not any(a in NO_STATS_MODES for a in args):
+            check(False, "%s: ran with -v and exit 0, but printed no statistics line" % what, err[-1500:])
 
 
 def run_tool(name, *args, timeout=60, env=None, sanitizer_ok=False):
@@ -769,7 +781,7 @@ def run_tool(name, *args, timeout=60, env=None, sanitizer_ok=False):
             raise AssertionError("%s: sanitizer/assertion report: %s\n%s"
                                  % (name, bad[0][:300], r.describe()))
         check_no_sanitizer_reports("%s %s" % (name, " ".join(str(a) for a in args)))
-    _post_run_checks(name, r.argv, r.err)
+    _post_run_checks(name, r.argv, r.err, rc=r.rc)
     return r
 
 
@@ -854,7 +866,7 @@ def _post_test_checks():
         bad = [l for l in err.splitlines() if any(t in l for t in SANITIZER_TEXT)]
         check(not bad, "%s: sanitizer/assertion report: %s" % (what, bad[0][:300] if bad else ""),
               err[-3000:])
-        _post_run_checks(name, argv, err, what)
+        _post_run_checks(name, argv, err, what, rc=p.poll())
     del _spawned[:]
     check_no_sanitizer_reports("a tool run by this test")
 
