@@ -134,6 +134,42 @@ def test_deep_chain_in_every_format(target):
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(120)
+def test_truncated_root_and_format_by_extension(target):
+    """From a real run: -o p.json and -o p.txt without --format pick
+    speedscope (validated by speedscope's schema) and folded by the
+    extension; with --max-callchain-depth 3 every stack through the deep
+    chain's leaf (5 Erlang frames and more) keeps its innermost 3 frames
+    under a "[truncated]" root, in both, never a root that is not one."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        time.sleep(0.5)
+        d = tmpdir()
+        js, txt = os.path.join(d, "p.json"), os.path.join(d, "p.txt")
+        run_ok(vm, "-d", "2", "--max-callchain-depth", "3", "-o", js, "-o", txt)
+        folded = folded_stacks(txt)  # parses as folded: "frames count" lines
+        doc = load_speedscope(js)
+        validate(speedscope_validator(), doc, js)
+        sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+        want = ["[truncated]", "xb_deep:c/1", "xb_deep:d/1", LEAF]
+        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc)):
+            through = [(f, n) for f, n in stacks if LEAF in f]
+            n_leaf = sum(n for _, n in through)
+            check(n_leaf >= 200, "%s: only %d samples through %s" % (what, n_leaf, LEAF))
+            # ("[callers unknown]" above the leaf is a right answer too:
+            # a sample whose stack moved before it was read)
+            bad = [(f, n) for f, n in through if f != want and f[0] != "[callers unknown]"]
+            check(not bad, "%s: stacks through the leaf that are not %s: %s"
+                  % (what, ";".join(want), bad[:5]))
+            n_want = sum(n for f, n in through if f == want)
+            check(n_want >= 0.95 * n_leaf, "%s: only %d of %d samples through the leaf are %s"
+                  % (what, n_want, n_leaf, ";".join(want)))
+            check(all(len(f) <= 4 for f, _ in stacks), "%s: a stack deeper than 3 frames + its root"
+                  % what, str([f for f, _ in stacks if len(f) > 4][:3]))
+            log("%s: %d samples through the leaf, all under [truncated]" % (what, n_leaf))
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_blame_gc_stacks(target):
     """--blame erts_garbage_collect --format folded: every stack has the GC
     function, and the workload's own function calls it (not only lists:)."""
