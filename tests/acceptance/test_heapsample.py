@@ -151,6 +151,54 @@ def test_known_processes(target):
         vm.eval("xb_mem:stop()")
 
 
+def ident(vm):
+    """{pid: (registered name or "-", initial call, current function,
+    status)} from process_info/2."""
+    out = {}
+    for line in vm.eval_raw("xb_mem:ident()").decode().splitlines():
+        pid, reg, init, cur, status = line.split()
+        out[pid] = (reg, init, cur, status)
+    return out
+
+
+@per_vm()
+def test_names_and_current_functions(target):
+    """Every waiting process that held still while it was read (the VM's
+    figures before and after the same): its registered name, initial call
+    and current function as process_info/2 gives them, and its row named
+    by the registered name, else the initial call."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_dump:start(50)", timeout=60)
+        for attempt in range(3):
+            before = ident(vm)
+            rows, r = processes_json(vm)
+            after = ident(vm)
+            # (not the processes that serve the test's own evaluations:
+            # xb_ctl and the io server 'user' move while process_info runs
+            # and are at rest, elsewhere, while the tool reads)
+            still = {p: v for p, v in before.items() if after.get(p) == v and v[3] == "waiting" and
+                     v[0] not in ("user", "xb_ctl") and not v[2].startswith(("io:", "user:", "group:"))}
+            if len(still) >= 40:
+                break
+        check(len(still) >= 40, "only %d waiting processes held still" % len(still))
+        seen = 0
+        for row in rows:
+            if row["pid"] not in still:
+                continue
+            reg, init, cur, _ = still[row["pid"]]
+            got = (row["registered_name"] or "-", row["initial_call"], row["current_function"],
+                   row["name"])
+            want = (reg, init, cur, reg if reg != "-" else init)
+            check(got == want, "%s: registered name, initial call, current function, name %s; "
+                  "process_info says %s" % (row["pid"], got, want))
+            seen += 1
+        check(seen >= 40, "only %d of the still processes are in the output" % seen, r.out[:2000])
+        check(sum(1 for v in still.values() if v[2] == "xb_dump:idle/0") >= 45,
+              "the 50 idle processes are not among them")
+        log("%d waiting processes: registered name, initial call, current function and name as "
+            "process_info gives them" % seen)
+
+
 @per_vm()
 def test_table_and_csv(target):
     """The table fits 80 columns and has a totals line; CSV has the JSON keys."""

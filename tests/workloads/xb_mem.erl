@@ -26,7 +26,7 @@
 %%                         recon_alloc counts "current"); blocks of every type.
 %%   xb_mem:usage(A)       blocks / carriers of A as a float (the same sums).
 -module(xb_mem).
--export([start/0, start/1, stop/0, names/0, truth/1, all_truth/0, alloc_truth/1, usage/1,
+-export([start/0, start/1, stop/0, names/0, truth/1, all_truth/0, ident/0, alloc_truth/1, usage/1,
          list_holder/1, queue_holder/0, bin_holder/1, deep/1, wait_waiting/2]).
 
 names() -> [xb_mem_list, xb_mem_queue, xb_mem_bins, xb_mem_deep].
@@ -109,6 +109,22 @@ line(Name, P) ->
             io_lib:format("~s ~s ~p ~p ~p ~p ~p ~p ~p ~p~n",
                           [Name, pid_to_list(P), M, H, T, S, Q, B, R, St])
     end.
+
+%% One line per process: pid, registered name (or -), initial call,
+%% current function, status; as process_info/2 gives them.
+ident() ->
+    iolist_to_binary([ident_line(P) || P <- processes()]).
+
+ident_line(P) ->
+    case process_info(P, [registered_name, initial_call, current_function, status]) of
+        [{registered_name, R}, {initial_call, I}, {current_function, C}, {status, St}] ->
+            io_lib:format("~s ~s ~s ~s ~p~n", [pid_to_list(P), case R of [] -> "-"; _ -> atom_to_list(R) end,
+                                               mfa_text(I), mfa_text(C), St]);
+        _ -> []
+    end.
+
+mfa_text({M, F, A}) -> io_lib:format("~s:~s/~p", [M, F, A]);
+mfa_text(_) -> "-".
 
 alloc_truth(A) ->
     {MC, MB, SC, SB} = sums(A),
