@@ -355,10 +355,11 @@ def test_alloc_matches_system_info(target):
 @timeout(300)
 def test_alloc_fragmentation(target):
     """Binaries allocated, every other one freed: binary_alloc's usage falls,
-    and agrees with the same figure computed inside the VM."""
+    and agrees with the same figure computed inside the VM; FRAG stays in
+    [0, 1] and rises to most of the free space once the holes are made."""
     with VM(target) as vm:
         vm.eval("xb_mem_frag:start(40000, 2000)", timeout=120)
-        seen = []
+        seen, frags = [], []
         for phase in ("full", "half freed"):
             if phase == "half freed":
                 check(vm.eval("xb_mem_frag:free_half()", timeout=60) == "ok", "free_half failed")
@@ -375,7 +376,17 @@ def test_alloc_fragmentation(target):
             seen.append(u)
             log("%s: binary_alloc usage %.3f (VM %.3f), fragmentation %s"
                 % (phase, u, u1, rows["binary_alloc"]["fragmentation"]))
+            for a, row in rows.items():
+                fr = row["fragmentation"]
+                check(fr is None or 0.0 <= fr <= 1.0, "%s: %s fragmentation %r, outside [0, 1]"
+                      % (phase, a, fr))
+            frags.append(rows["binary_alloc"]["fragmentation"])
         check(seen[1] < seen[0] - 0.1, "usage did not fall: %.3f then %.3f" % tuple(seen))
+        # Every other 2 KB binary freed leaves ~20,000 holes of one size:
+        # nearly all the free space is outside the largest free block.
+        check(frags[0] is not None and frags[1] is not None and frags[1] >= 0.6 and
+              frags[1] > frags[0] + 0.2, "binary_alloc fragmentation %s before, %s after freeing every "
+              "other binary: expected it to rise to >= 0.6" % tuple(frags))
         vm.eval("xb_mem_frag:stop()")
 
 
