@@ -38,8 +38,9 @@ int xb_safe_open(int dirfd, const char *path, uint64_t max_size, unsigned flags,
 struct xb_cred;
 /* The whole of a small file, opened by xb_safe_open: malloc'd, NUL
  * terminated, *LEN (may be NULL) its length.  With READER (may be NULL),
- * only a file those credentials could read themselves (xb_cred_can_read):
- * root reading on behalf of a process must not read what it could not.
+ * only a file those credentials could read themselves (xb_cred_can_read,
+ * and xb_cred_can_search on every directory on the way): root reading on
+ * behalf of a process must not read what it could not.
  * NULL with xb_fail. */
 char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
 		    const struct xb_cred *reader, size_t *len);
@@ -64,5 +65,7 @@ int xb_proc_cred(pid_t pid, struct xb_cred *c);
  * permission bits (ACLs are not consulted: a file readable only through
  * an ACL is refused)?  uid 0 reads everything. */
 bool xb_cred_can_read(const struct xb_cred *c, const struct stat *st);
+/* The same for searching a directory (its x bits). */
+bool xb_cred_can_search(const struct xb_cred *c, const struct stat *st);
 
 #endif

@@ -127,6 +127,45 @@ int xb_safe_open(int dirfd, const char *path, uint64_t max_size, unsigned flags,
 	return fd;
 }
 
+/* Could READER reach PATH (under DIRFD, resolved as xb_safe_open does):
+ * may it search DIRFD and every directory on the way?  A 0644 file in a
+ * 0700 directory of another user is out of its reach, whatever the
+ * file's own bits say. */
+static bool dirs_searchable(int dirfd, const char *path, unsigned flags, const struct xb_cred *reader)
+{
+	struct stat st;
+	if (fstat(dirfd, &st) < 0 || !xb_cred_can_search(reader, &st))
+		return false;
+	const char *rel = path;
+	while (*rel == '/')
+		rel++;
+	char prefix[PATH_MAX];
+	for (const char *slash = strchr(rel, '/'); slash; slash = strchr(slash + 1, '/')) {
+		size_t n = (size_t)(slash - rel);
+		if (n == 0 || slash[-1] == '/')
+			continue;
+		if (n >= sizeof(prefix))
+			return false;
+		memcpy(prefix, rel, n);
+		prefix[n] = 0;
+		struct open_how how = {
+			.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			.resolve = RESOLVE_NO_MAGICLINKS |
+				   ((flags & XB_SAFE_BENEATH) ? RESOLVE_BENEATH : RESOLVE_IN_ROOT),
+		};
+		int d = (int)syscall(SYS_openat2, dirfd, prefix, &how, sizeof(how));
+		if (d < 0 && (errno == ENOSYS || errno == E2BIG))
+			d = walk_open(dirfd, prefix);
+		if (d < 0)
+			return false;
+		bool ok = fstat(d, &st) == 0 && S_ISDIR(st.st_mode) && xb_cred_can_search(reader, &st);
+		close(d);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
 		    const struct xb_cred *reader, size_t *len)
 {
@@ -134,6 +173,13 @@ char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags
 	int fd = xb_safe_open(dirfd, path, max_size, flags, &st);
 	if (fd < 0)
 		return NULL;
+	if (reader && !dirs_searchable(dirfd, path, flags, reader)) {
+		close(fd);
+		errno = EACCES;
+		xb_fail("%s: the target process (uid %u) could not reach it itself: a directory on the way "
+			"is not searchable for it (refused)", path, (unsigned)reader->uid);
+		return NULL;
+	}
 	if (reader && !xb_cred_can_read(reader, &st)) {
 		close(fd);
 		errno = EACCES;
@@ -202,18 +248,29 @@ int xb_proc_cred(pid_t pid, struct xb_cred *c)
 	return 0;
 }
 
-bool xb_cred_can_read(const struct xb_cred *c, const struct stat *st)
+/* The permission bits that apply to C (owner, else group, else other). */
+static bool cred_may(const struct xb_cred *c, const struct stat *st, mode_t u, mode_t g, mode_t o)
 {
 	if (c->uid == 0)
 		return true;
 	if (st->st_uid == c->uid)
-		return (st->st_mode & S_IRUSR) != 0;
+		return (st->st_mode & u) != 0;
 	bool member = st->st_gid == c->gid;
 	for (unsigned i = 0; i < c->ngroups && !member; i++)
 		member = c->groups[i] == st->st_gid;
 	if (!member && c->groups_cut)
 		return false; /* cannot tell: refuse */
 	if (member)
-		return (st->st_mode & S_IRGRP) != 0;
-	return (st->st_mode & S_IROTH) != 0;
+		return (st->st_mode & g) != 0;
+	return (st->st_mode & o) != 0;
+}
+
+bool xb_cred_can_read(const struct xb_cred *c, const struct stat *st)
+{
+	return cred_may(c, st, S_IRUSR, S_IRGRP, S_IROTH);
+}
+
+bool xb_cred_can_search(const struct xb_cred *c, const struct stat *st)
+{
+	return cred_may(c, st, S_IXUSR, S_IXGRP, S_IXOTH);
 }

@@ -127,6 +127,27 @@ static void t_safefile(void)
 	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
 	CHECK(t != NULL, "a world-readable file is readable for anyone: %s", xb_err());
 	free(t);
+	/* ... but not in a directory its reader cannot search */
+	snprintf(p, sizeof(p), "%s/root/rel", tmp);
+	chmod(p, 0700);
+	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
+	CHECK(!t && errno == EACCES, "a 0644 file in a 0700 directory of another user must be refused");
+	free(t);
+	t = xb_safe_slurp(root, "/rel//ok", 4096, 0, &nobody, NULL);
+	CHECK(!t && errno == EACCES, "the same, spelled with extra slashes");
+	free(t);
+	chmod(p, 0711);
+	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
+	CHECK(t != NULL, "a searchable (x, not r) directory is enough: %s", xb_err());
+	free(t);
+	snprintf(p, sizeof(p), "%s/root", tmp);
+	chmod(p, 0700);
+	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
+	CHECK(!t && errno == EACCES, "the root directory itself must be searchable");
+	free(t);
+	chmod(p, 0755);
+	snprintf(p, sizeof(p), "%s/root/rel", tmp);
+	chmod(p, 0755);
 	if (root >= 0)
 		close(root);
 	rmtree(tmp);
@@ -144,6 +165,11 @@ static void t_cred_can_read(void)
 	CHECK(!xb_cred_can_read(&c, &st), "owner without u+r: not readable (the owner bits decide)");
 	c.uid = 0;
 	CHECK(xb_cred_can_read(&c, &st), "uid 0 reads anything");
+	struct stat d = { .st_uid = 0, .st_gid = 0, .st_mode = S_IFDIR | 0751 };
+	struct xb_cred n = { .uid = 65534, .gid = 65534 };
+	CHECK(xb_cred_can_search(&n, &d), "0751: others may search");
+	d.st_mode = S_IFDIR | 0754;
+	CHECK(!xb_cred_can_search(&n, &d), "0754: others may read the names, not search");
 }
 
 /* ---- strict numbers ---- */
