@@ -243,6 +243,15 @@ def child_run(item, wfd, strict=False):
                    "reason": "skipped, which --strict does not accept (%s): %s" % (
                        "undocumented reason: use xbtest.skip_because()" if not e.key else
                        "reason %r is not acceptable in CI" % e.key, e)}
+        # A test may skip after running a tool: its sanitizer reports and
+        # background runs are checked all the same.
+        try:
+            xbtest._post_test_checks()
+        except AssertionError as e2:
+            msg = str(e2) or "assertion failed"
+            first, _, rest = msg.partition("\n")
+            res = {"status": "FAIL", "reason": "(after skipping: %s) %s" % (e, first),
+                   "detail": rest}
     except xbtest.TestTimeout:
         res = {"status": "FAIL", "reason": "timed out after %ss" % item.timeout,
                "detail": where(sys.exc_info()[2])}

@@ -545,6 +545,14 @@ def test_long_nif_calls(target):
               "%d of %d calls of 45..55 ms have bounds centred outside [40, 60]: (min, max, real) %r"
               % (len(mid), len(fifty), mid[:5]))
         inside = sum(1 for c, _ in fifty if 40 <= c["min_ms"] and c["max_ms"] <= 60)
+        # Neither check above may hold on nothing: some calls ran
+        # unpreempted (3 to 101 of ~100 in past runs, 3 in a saturated
+        # soak), and most bounds are within [40, 60] ms outright (95 % in
+        # that soak), not only centred there (bounds of [20, 100] would be).
+        check(cleaned, "no call of xb_long ran unpreempted in %d rounds: the strict [40, 60] ms "
+              "check had nothing to check" % (rnd + 1))
+        check(inside >= 0.8 * len(fifty), "only %d of %d calls of 45..55 ms have bounds within [40, 60] ms"
+              % (inside, len(fifty)))
         log("xb_long alone: %d long calls, each within one call the NIF measured, bounds holding its real "
             "length; %d ran unpreempted (all within [40, 60] ms); of %d calls of 45..55 ms, %d within "
             "[40, 60] ms, all centred within it (load %s)" % (
