@@ -4,7 +4,7 @@
  * The session appends the group to every stack as its outermost frame
  * (kind XB_FK_GROUP, tag XB_GROUP_TAG), so the stack formats show it as
  * the root (speedscope: one profile per group), and the table writes one
- * block per group (xb_write_grouped_table).  Group names:
+ * block per group (xb_write_grouped_table, writers.h).  Group names:
  *   process    "<0.85.0> my_server" (registered name), "<0.90.0> m:f/2"
  *              (initial call when unnamed), "[process unknown]" (running
  *              a process that could not be identified in time), "[no
@@ -46,15 +46,18 @@ const char *xb_thread_group_name(const struct xb_thread *t, char *buf, size_t le
 uint32_t xb_by_group(enum xb_by by, struct xb_profile *p, struct xb_vm *vm, const struct xb_sample *s,
 		     const struct xb_thread *t, const struct xb_estack *es);
 
-/* The table under --by: "processed X/Y samples (Z%)", then one block per
- * group, most samples first:
- *   == GROUP: N samples, P% of all
- *   COUNT  NAME  PCT%  [TAG]      (its top rows; PCT of the group)
- * at most TOP groups (a last line counts the rest).  Rows as the plain
- * table counts them: the innermost frame, or with ONLY_ERLANG the
- * innermost Erlang frame, or with BLAME the --blame rows (N and P are then
- * the group's samples with BLAME on their stack).  0, or -1 with xb_err. */
-int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang, const char *blame,
-			   size_t top, uint64_t processed, uint64_t received);
+/* P's stacks split by their group (the outermost frame, XB_FK_GROUP):
+ * one profile per group holding its stacks without the group frame, so
+ * that the table's row rules (xb_profile_flat, xb_profile_blame) apply to
+ * it unchanged; stacks without a group frame form one group of gid
+ * XB_NO_GROUP.  Groups in order of first appearance.  0, or -1 with xb_err
+ * (nothing to free). */
+#define XB_NO_GROUP UINT32_MAX
+struct xb_group {
+	uint32_t gid; /* group frame id in P, or XB_NO_GROUP */
+	struct xb_profile sub;
+};
+int xb_by_split(const struct xb_profile *p, struct xb_group **out, size_t *n);
+void xb_by_groups_free(struct xb_group *g, size_t n);
 
 #endif

@@ -5,7 +5,7 @@
 #ifndef XB_SAMPLER_H
 #define XB_SAMPLER_H
 
-#include "xb/release.h"
+#include "xb/regs.h"
 #include "xb/remote.h"
 
 #include <stdbool.h>

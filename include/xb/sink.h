@@ -6,24 +6,12 @@
 #ifndef XB_SINK_H
 #define XB_SINK_H
 
-#include "xb/erlstack.h"
-#include "xb/sampler.h"
-#include "xb/unwind.h"
+#include "xb/rsample.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
 struct xb_session;
-
-/* A sample with everything known about it. */
-struct xb_rsample {
-	const struct xb_sample *s;    /* registers, time, cpu, tid */
-	const struct xb_thread *t;    /* the sampled thread: kind, scheduler number, name */
-	const struct xb_unwind *uw;   /* native frames */
-	const struct xb_estack *es;   /* process and Erlang frames */
-	const uint32_t *ids;          /* frame ids in the session's profile, innermost first */
-	uint32_t n, nnative;
-};
 
 struct xb_sink;
 struct xb_sink_ops {

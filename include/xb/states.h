@@ -29,7 +29,7 @@
 #define XB_STATES_H
 
 #include "xb/profile.h"
-#include "xb/sink.h"
+#include "xb/rsample.h"
 #include "xb/vm.h"
 
 enum xb_state {

@@ -26,4 +26,16 @@ void xb_write_rows(FILE *f, const struct xb_profile *p, const struct xb_row *row
 /* Folded stacks (root to leaf, ';'-separated, " COUNT"). */
 int xb_write_folded(FILE *f, const struct xb_profile *p);
 
+/* The table under --by (src/output/grouped_table.c, groups from
+ * xb_by_split): "processed X/Y samples (Z%)", then one block per
+ * group, most samples first:
+ *   == GROUP: N samples, P% of all
+ *   COUNT  NAME  PCT%  [TAG]      (its top rows; PCT of the group)
+ * at most TOP groups (a last line counts the rest).  Rows as the plain
+ * table counts them: the innermost frame, or with ONLY_ERLANG the
+ * innermost Erlang frame, or with BLAME the --blame rows (N and P are then
+ * the group's samples with BLAME on their stack).  0, or -1 with xb_err. */
+int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang, const char *blame,
+			   size_t top, uint64_t processed, uint64_t received);
+
 #endif

@@ -1,9 +1,8 @@
-/* by.c - --by: the group of a sample, and the table with one block per
- * group. */
+/* by.c - --by: the group of a sample, and a profile split by group (the
+ * grouped table is written by src/output/grouped_table.c). */
 #define _GNU_SOURCE
 #include "xb/by.h"
 #include "xb/common.h"
-#include "xb/writers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,31 +88,9 @@ uint32_t xb_by_group(enum xb_by by, struct xb_profile *p, struct xb_vm *vm, cons
 	return xb_profile_intern(p, name, XB_GROUP_TAG, XB_FK_GROUP);
 }
 
-/* ---- the grouped table ---- */
+/* ---- splitting a profile by group ---- */
 
-#define NO_GROUP UINT32_MAX
-
-/* One group: its stacks without the group frame, as a profile of their
- * own, so that the table's row rules (xb_profile_flat, xb_profile_blame)
- * apply to it unchanged. */
-struct group {
-	uint32_t gid;     /* group frame id, or NO_GROUP */
-	struct xb_profile sub;
-	struct xb_row *rows;
-	size_t nrows;
-	uint64_t counted; /* samples the rows add up to (blame: the matching ones) */
-};
-
-static const struct xb_profile *order_p;
-static int cmp_groups(const void *a, const void *b)
-{
-	const struct group *x = a, *y = b;
-	if (x->counted != y->counted)
-		return x->counted > y->counted ? -1 : 1;
-	if (x->gid == NO_GROUP || y->gid == NO_GROUP)
-		return x->gid == NO_GROUP ? 1 : y->gid == NO_GROUP ? -1 : 0;
-	return strcmp(order_p->names[x->gid].name, order_p->names[y->gid].name);
-}
+#define NO_GROUP XB_NO_GROUP
 
 static uint32_t group_of(const struct xb_profile *p, const struct xb_stack *s)
 {
@@ -125,7 +102,7 @@ static uint32_t group_of(const struct xb_profile *p, const struct xb_stack *s)
 /* Add stack S (count and all) to G's profile, without its group frame;
  * REMAP/OWNER translate frame ids of P into G's (OWNER: the group that
  * set REMAP's entry). */
-static int add_to_group(const struct xb_profile *p, const struct xb_stack *s, struct group *g, uint32_t gi,
+static int add_to_group(const struct xb_profile *p, const struct xb_stack *s, struct xb_group *g, uint32_t gi,
 			uint32_t *remap, uint32_t *owner, uint32_t *ids)
 {
 	uint32_t n = s->n - (g->gid != NO_GROUP);
@@ -155,20 +132,19 @@ static int add_to_group(const struct xb_profile *p, const struct xb_stack *s, st
 	return 0;
 }
 
-int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang, const char *blame,
-			   size_t top, uint64_t processed, uint64_t received)
+int xb_by_split(const struct xb_profile *p, struct xb_group **out, size_t *nout)
 {
 	size_t nn = p->nnames ? p->nnames : 1;
 	uint32_t *gindex = malloc(nn * sizeof(*gindex)); /* group frame id -> group */
 	uint32_t *remap = malloc(nn * sizeof(*remap)), *owner = malloc(nn * sizeof(*owner));
-	uint32_t *ids = malloc((XB_MAX_ERLANG * 2 + 512) * sizeof(*ids));
 	uint32_t maxn = XB_MAX_ERLANG * 2 + 512;
-	struct group *g = NULL;
+	uint32_t *ids = malloc(maxn * sizeof(*ids));
+	struct xb_group *g = NULL;
 	size_t ng = 0, gcap = 0;
 	uint32_t nogroup = NO_GROUP;
 	int rc = -1;
 	if (!gindex || !remap || !owner || !ids) {
-		xb_fail("out of memory writing the table");
+		xb_fail("out of memory splitting the profile by group");
 		goto out;
 	}
 	for (size_t i = 0; i < nn; i++)
@@ -180,7 +156,7 @@ int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang
 		uint32_t gi = gid == NO_GROUP ? nogroup : gindex[gid];
 		if (gi == NO_GROUP) {
 			if (xb_grow((void **)&g, &gcap, ng + 1, sizeof(*g)) < 0) {
-				xb_fail("out of memory writing the table");
+				xb_fail("out of memory splitting the profile by group");
 				goto out;
 			}
 			memset(&g[ng], 0, sizeof(g[ng]));
@@ -195,70 +171,36 @@ int xb_write_grouped_table(FILE *f, const struct xb_profile *p, bool only_erlang
 		if (s->n > maxn) {
 			uint32_t *bigger = realloc(ids, s->n * sizeof(*ids));
 			if (!bigger) {
-				xb_fail("out of memory writing the table");
+				xb_fail("out of memory splitting the profile by group");
 				goto out;
 			}
 			ids = bigger;
 			maxn = s->n;
 		}
 		if (add_to_group(p, s, &g[gi], gi, remap, owner, ids) < 0) {
-			xb_fail("out of memory writing the table");
+			xb_fail("out of memory splitting the profile by group");
 			goto out;
 		}
-	}
-	uint64_t all = 0;
-	for (size_t i = 0; i < ng; i++) {
-		uint64_t no_erl;
-		if (blame)
-			g[i].nrows = xb_profile_blame(&g[i].sub, blame, &g[i].rows, &g[i].counted, &no_erl);
-		else
-			g[i].nrows = xb_profile_flat(&g[i].sub, only_erlang ? XB_FLAT_ERLANG : XB_FLAT_LEAF,
-						     &g[i].rows, &g[i].counted);
-		if (!g[i].rows) {
-			xb_fail("out of memory writing the table");
-			goto out;
-		}
-		all += g[i].counted;
-	}
-	order_p = p;
-	qsort(g, ng, sizeof(*g), cmp_groups);
-	xb_write_processed(f, processed, received);
-	if (blame)
-		fprintf(f, "blame %s: %llu samples have it on their stack\n", blame,
-			(unsigned long long)all);
-	size_t shown = 0;
-	char name[1024];
-	for (size_t i = 0; i < ng; i++) {
-		if (!g[i].counted)
-			continue;
-		if (shown == top) {
-			uint64_t rest = 0;
-			size_t nrest = 0;
-			for (size_t j = i; j < ng; j++)
-				if (g[j].counted) {
-					rest += g[j].counted;
-					nrest++;
-				}
-			fprintf(f, "(%zu more groups: %llu samples, %.2f%% of all)\n", nrest,
-				(unsigned long long)rest, all ? 100.0 * (double)rest / (double)all : 0.0);
-			break;
-		}
-		shown++;
-		fprintf(f, "== %s: %llu samples, %.2f%% of all\n",
-			g[i].gid == NO_GROUP ? "(no group)" : xb_text_clean(p->names[g[i].gid].name, false, name, sizeof(name)),
-			(unsigned long long)g[i].counted, all ? 100.0 * (double)g[i].counted / (double)all : 0.0);
-		xb_write_rows(f, &g[i].sub, g[i].rows, g[i].nrows, top, g[i].counted);
 	}
 	rc = 0;
 out:
-	for (size_t i = 0; i < ng; i++) {
-		free(g[i].rows);
-		xb_profile_free(&g[i].sub);
+	if (rc < 0) {
+		xb_by_groups_free(g, ng);
+		g = NULL;
+		ng = 0;
 	}
-	free(g);
+	*out = g;
+	*nout = ng;
 	free(gindex);
 	free(remap);
 	free(owner);
 	free(ids);
 	return rc;
+}
+
+void xb_by_groups_free(struct xb_group *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		xb_profile_free(&g[i].sub);
+	free(g);
 }

@@ -272,6 +272,22 @@ def test_output_bad_input(target):
         r = run_tool(TOOL, "--blame", "copy_struc", "-d", "30", str(vm.pid), timeout=40)
         msg = one_line(r, "misspelt --blame function", 2)
         check("copy_struct_x" in msg, "no close match named: %r" % msg)
+        # -o is opened only once attached: refused input leaves no file
+        out = os.path.join(d, "blame.svg")
+        r = run_tool(TOOL, "--blame", "no_such_function_xyz", "-o", out, "-d", "5", str(vm.pid), timeout=40)
+        one_line(r, "unknown --blame function with -o", 2)
+        check(not os.path.exists(out) and not leftovers(d, "blame.svg"), "-o left a file after a refused --blame")
+        sleeper = subprocess.Popen(["sleep", "30"])
+        try:
+            out = os.path.join(d, "notbeam.folded")
+            r = run_tool(TOOL, "-o", out, "-d", "1", str(sleeper.pid), timeout=20)
+            msg = one_line(r, "-o with a PID that is not a BEAM")
+            check("not" in msg and "BEAM" in msg.upper(), "does not say it is not a BEAM: %r" % msg)
+            check(not os.path.exists(out) and not leftovers(d, "notbeam.folded"),
+                  "-o left a file after refusing a process that is not a BEAM")
+        finally:
+            sleeper.kill()
+            sleeper.wait()
         # a full disk: stdout is /dev/full
         with open("/dev/full", "w") as full:
             p = subprocess.run([tool_path(TOOL), "-d", "0.5", str(vm.pid)], stdout=full,

@@ -5,6 +5,7 @@
 #include "unit.h"
 
 #include "xb/by.h"
+#include "xb/writers.h"
 #include "xb/longcalls.h"
 #include "xb/states.h"
 
