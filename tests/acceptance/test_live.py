@@ -84,6 +84,26 @@ def live_run(vm, key):
         check(later, "the screen did not refresh within 5 s", tm.screen())
         check(tm.flag("#{alternate_on}") == "1", "--live does not use the alternate screen")
         log("live screen:\n" + "\n".join(later.splitlines()[:8]))
+        # laid out for the 24 rows: the title on the first, the keys on
+        # the last; the event, processed/received and the rate
+        rows = later.split("\n")[:24]
+        check(len(rows) == 24 and rows[0].startswith("erlang-sample --live: PID %d" % vm.pid) and
+              rows[23].startswith("q quit") and " p pause " in rows[23],
+              "not laid out on 24 rows (title first, keys last)", later)
+        m = re.search(r"^event (\S+); processed (\d+)/(\d+) samples \((\d+\.\d)%\); (\d+) samples/s$",
+                      later, re.M)
+        check(m and m.group(1) == "cpu-clock" and int(m.group(2)) <= int(m.group(3)) and
+              int(m.group(5)) >= 100, "no event / processed / rate line (or a rate under 100/s)", later)
+        # p pauses (the screen holds still, says so), p resumes
+        tm.keys("p")
+        check(wait_for(lambda: "[paused" in tm.screen(), 5), "'p' did not pause", tm.screen())
+        time.sleep(0.2)
+        held = tm.screen()
+        time.sleep(2.2)
+        check(tm.screen() == held, "the screen changed while paused", held)
+        tm.keys("p")
+        check(wait_for(lambda: (lambda x: x != held and "[paused" not in x)(tm.screen()), 5),
+              "'p' again did not resume", tm.screen())
         tm.keys("s")
         check(wait_for(lambda: "by total" in tm.screen(), 5), "'s' did not switch the sort", tm.screen())
         tm.keys(*key)
@@ -121,34 +141,44 @@ def test_live(target):
 
 @per_vm(only=["stock"])
 def test_progress_line(target):
-    """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe."""
+    """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe,
+    nothing for a run under 2 s."""
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
         out = os.path.join(tmpdir(), "p.folded")
-        master, slave = pty.openpty()
-        p = subprocess.Popen([tool_path(TOOL), "-d", "4", "--format", "folded", "-o", out, str(vm.pid)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
-                             start_new_session=True)
-        os.close(slave)
-        got = b""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 0.5)
-            if r:
-                try:
-                    b = os.read(master, 4096)
-                except OSError:
+        def on_a_terminal(seconds):
+            """stderr text of a -d SECONDS run whose stderr is a pty, and its exit status."""
+            master, slave = pty.openpty()
+            p = subprocess.Popen([tool_path(TOOL), "-d", str(seconds), "--format", "folded", "-o", out,
+                                  str(vm.pid)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                                 start_new_session=True)
+            os.close(slave)
+            got = b""
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([master], [], [], 0.5)
+                if r:
+                    try:
+                        b = os.read(master, 4096)
+                    except OSError:
+                        break
+                    if not b:
+                        break
+                    got += b
+                elif p.poll() is not None:
                     break
-                if not b:
-                    break
-                got += b
-            elif p.poll() is not None:
-                break
-        p.wait(10)
-        os.close(master)
-        text = got.decode("utf-8", "replace")
+            p.wait(10)
+            os.close(master)
+            return got.decode("utf-8", "replace"), p.returncode
+
+        # a run of 1 s: no progress at all (it shows from 2 s on)
+        text, rc = on_a_terminal(1)
+        check(rc == 0 and "processed" not in text and "\r" not in text,
+              "progress on a terminal for a run under 2 s (exit %s)" % rc, text)
+        text, rc = on_a_terminal(4)
         log("stderr on a terminal: %r" % text[-200:])
-        check(p.returncode == 0, "exit %s" % p.returncode, text)
+        check(rc == 0, "exit %s" % rc, text)
         check(re.search(r"erlang-sample: \d+/4 s, \d+ samples, \d+\.\d% processed", text),
               "no progress line on a terminal stderr", text)
         check(text.endswith("\r\x1b[K") or "\r\x1b[K" in text, "the progress line is not erased", text)
