@@ -413,7 +413,10 @@ def test_nif_loaded_after_attach(target):
         check(not sched, "dirty-scheduler samples in erts_schedule charged to xb_nif:dirty_loop/1",
               "\n".join(sched))
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
-        check_no_garbage(vm, names, "NIF loaded while sampling")  # after the loop ended
+        # (after the loop ended; a frame pinned on a neighbour would name one
+        # of the module's functions that never run while it is sampled)
+        check_no_garbage(vm, names, "NIF loaded while sampling",
+                         never=r"^xb_nif:(load/1|start/[12]|start_dirty/1|stop/0|kill_caller/0|thread_cpu_us/0)$")
 
 
 def pstack_until(vm, pattern, tries=3):
@@ -741,5 +744,5 @@ def test_code_loading_while_sampling(target):
         check("xb_deep:d/1" in r2.out, "--pstack lost xb_deep's stack", r2.out)
         names = [n for _, n, _, _ in erlang_rows(rows)]
         names += re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+) \[Erlang\]$", r2.out, re.M)
-        check_no_garbage(vm, names, "sampling during code loading")
+        check_no_garbage(vm, names, "sampling during code loading", never=r"^xb_deep:(start|stop)/0$")
         log("%d code map refreshes, %d/%d processed" % (int(m.group(1)), processed, received))

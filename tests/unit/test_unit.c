@@ -1148,6 +1148,18 @@ static void t_display_name(void)
 	expect_display("", "");
 }
 
+/* Names in the table and in folded stacks (xb_text_clean): display text,
+ * and in folded output ';' (the frame separator) as ':', so that a name
+ * can neither split a frame nor, with a newline, forge a line. */
+static void t_text_clean(void)
+{
+	char b[64];
+	CHECK(strcmp(xb_text_clean("m:f;g/1", true, b, sizeof(b)), "m:f:g/1") == 0, "folded: got %s", b);
+	CHECK(strcmp(xb_text_clean("m:f;g/1", false, b, sizeof(b)), "m:f;g/1") == 0, "table: got %s", b);
+	CHECK(strcmp(xb_text_clean("a;b\nc 7;d", true, b, sizeof(b)), "a:b\\nc 7:d") == 0, "folded: got %s", b);
+	CHECK(strchr(xb_text_clean(";;;", true, b, sizeof(b)), ';') == NULL, "a ';' left: %s", b);
+}
+
 static char *capture(void (*fn)(FILE *, const char *), const char *arg)
 {
 	char *buf = NULL;
@@ -1544,6 +1556,7 @@ int main(int argc, char **argv)
 	run_case("demangle", t_demangle);
 	run_case("utf8_next", t_utf8_next);
 	run_case("display_name", t_display_name);
+	run_case("text_clean_folded", t_text_clean);
 	run_case("xml_escape", t_xml_escape);
 	run_case("json_string", t_json_string);
 	run_case("fit_text", t_fit_text);
