@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_formats import frame_titles, check_svg_file, load_speedscope, pprof_traces  # noqa: E402
@@ -497,6 +498,63 @@ def fifty_calls(calls, truth):
         if inside and 45 <= (inside[0][1] - inside[0][0]) / 1e6 <= 55 and c["max_ms"] is not None:
             out.append((c, (inside[0][1] - inside[0][0]) / 1e6))
     return out
+
+
+def scheduler_tids(vm):
+    """{N: tid} of the VM's normal scheduler threads (named N_scheduler)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % vm.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
+                m = re.match(r"^(\d+)_scheduler$", f.read().strip())
+        except OSError:
+            continue
+        if m:
+            out[int(m.group(1))] = int(tid)
+    return out
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_cpu_view_sees_threads_move(target):
+    """The CPU view of --schedulers: two busy schedulers, scheduler 1
+    pinned to CPU 0 all along, scheduler 2 moved between CPU 0 and CPU 1
+    every 0.4 s by the test (sched_setaffinity): scheduler 2 is listed in
+    threads_moved (at least 3 moves) and seen on both CPUs, scheduler 1 is
+    not listed and is seen on CPU 0 only."""
+    check((os.cpu_count() or 1) >= 2, "this test needs 2 CPUs to move a thread between")
+    with VM(target, schedulers=2) as vm:
+        vm.eval("[spawn(fun L() -> L() end) || _ <- [1, 2]], ok")
+        tids = scheduler_tids(vm)
+        check(sorted(tids) == [1, 2], "scheduler threads %r" % tids)
+        os.sched_setaffinity(tids[1], {0})
+        os.sched_setaffinity(tids[2], {1})
+        time.sleep(0.3)
+        out = os.path.join(tmpdir(), "cpus.json")
+        p = spawn_tool(TOOL, "--schedulers", "--format", "json", "-d", "3", "-o", out, str(vm.pid))
+        moves, cpu = 0, 1
+        t0 = time.monotonic()
+        while p.poll() is None and time.monotonic() - t0 < 3.6:
+            time.sleep(0.4)
+            cpu = 1 - cpu
+            os.sched_setaffinity(tids[2], {cpu})
+            moves += 1
+        p.wait(60)
+        check(p.returncode == 0, "erlang-sample --schedulers exit %s" % p.returncode)
+        doc = json.load(open(out))
+        moved = {t["thread"]: t["moves"] for t in doc["threads_moved"]}
+        where = {}
+        for c in doc["cpus"]:
+            for t in c["threads"]:
+                if t["share"] > 0:
+                    where.setdefault(t["thread"], set()).add(c["cpu"])
+        log("the test moved scheduler 2 %d times; threads_moved %r; CPUs seen: %r" % (moves, moved, where))
+        check(moved.get("scheduler 2", 0) >= 3, "scheduler 2, moved %d times, is listed with %s moves"
+              % (moves, moved.get("scheduler 2")), json.dumps(doc["threads_moved"]))
+        check("scheduler 1" not in moved, "scheduler 1, pinned to CPU 0, is listed as moved %s times"
+              % moved.get("scheduler 1"))
+        check(where.get("scheduler 2") == {0, 1}, "scheduler 2 seen on CPUs %s" % where.get("scheduler 2"))
+        check(where.get("scheduler 1") == {0}, "scheduler 1 seen on CPUs %s" % where.get("scheduler 1"))
 
 
 @per_vm()
