@@ -598,6 +598,45 @@ def test_vm_exits_during_attach():
     log("messages: %s" % "; ".join("%s (%d)" % kv for kv in sorted(seen.items())))
 
 
+@per_vm(only=["otp25-jit-dwarf", "stock"])
+@timeout(240)
+def test_real_vm_exits_during_attach(target):
+    """The same with real VMs (where a raw "process_vm_readv(...): No such
+    process" once came out, on otp25-jit-dwarf): the VM killed at moments
+    of attaching, reading its tables, loading the BPF program, sampling:
+    exit 0 with results, or exit 1 with one line saying the VM exited."""
+    seen = {}
+    d = tmpdir()
+    for delay in (0.0, 0.01, 0.03, 0.06, 0.12, 0.25):
+        for tool, args in ((SAMPLE, ["-d", "1"]), (HEAP, []), (PERFMAP, ["-o", os.path.join(d, "m")])):
+            with VM(target, schedulers=2) as vm:
+                vm.eval("xb_split:start(75)")
+                p = subprocess.Popen([tool_path(tool)] + args + [str(vm.pid)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+                time.sleep(delay)
+                vm.kill()
+                try:
+                    out, err = p.communicate(timeout=5 * time_scale())
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.communicate()
+                    check(False, "%s %s did not end within 5 s of the VM's death" % (tool, " ".join(args)))
+            err = err.decode(errors="replace")
+            lines = [l for l in err.splitlines() if l.strip()]
+            what = "%s %s (VM killed after %.2f s)" % (tool, " ".join(args), delay)
+            for t in CRASH:
+                check(t not in err, "%s crashed" % what, err)
+            check(p.returncode in (0, 1), "%s: exit %s" % (what, p.returncode), err)
+            if p.returncode == 1:
+                check(len(lines) == 1, "%s: %d lines on stderr" % (what, len(lines)), err)
+                check("exited" in lines[0] or "no such process" in lines[0].lower(),
+                      "%s: the line does not say the VM exited: %r" % (what, lines[0]))
+            key = "exit %d: %s" % (p.returncode, re.sub(r"\d{2,}", "N", lines[-1].split(": ", 1)[-1])
+                                   if lines else "(nothing on stderr)")
+            seen[key] = seen.get(key, 0) + 1
+    log("outcomes: %s" % "; ".join("%s (%d)" % kv for kv in sorted(seen.items())))
+
+
 def test_file_capabilities_refuse_other_users():
     """Installed with file capabilities instead of run as root: a process
     of another user is refused, one of the invoking user is read; test
