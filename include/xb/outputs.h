@@ -43,6 +43,9 @@ struct xb_live_opts {
 	double window;    /* seconds of the recent window */
 	const char *blame;/* rows are --blame rows */
 	bool only_erlang;
+	const char *by;   /* --by: rows are the groups ("process", ...), the
+			     session having made each sample's group its
+			     outermost frame; NULL: rows are functions */
 	const char *title;/* first line: tool, PID, VM */
 };
 /* --live: a top view on the terminal (stdout must be one: NULL with

@@ -209,10 +209,34 @@ static int grow(struct live *lv, size_t need)
 }
 
 /* The row a sample counts in: its innermost frame (--only-erlang: its
- * innermost Erlang frame), or its --blame row; false when it has none. */
+ * innermost Erlang frame), or its --blame row, or with --by its group (of
+ * the samples --blame matches, with both); false when it has none. */
 static bool row_of(struct live *lv, struct xb_session *s, const struct xb_rsample *rs, uint32_t *row)
 {
 	struct xb_profile *p = &s->prof;
+	if (lv->o.by) {
+		/* the group is the outermost frame (session.c, xb_by_group) */
+		if (!rs->n || p->names[rs->ids[rs->n - 1]].kind != XB_FK_GROUP)
+			return false;
+		if (lv->o.blame) {
+			uint32_t brow;
+			if (lv->nhit < p->nnames) {
+				bool *h = realloc(lv->hit, p->nnames * sizeof(*h));
+				if (!h)
+					return false;
+				for (size_t i = lv->nhit; i < p->nnames; i++)
+					h[i] = xb_blame_kind(p->names[i].kind) &&
+					       xb_blame_match(lv->o.blame, p->names[i].name);
+				lv->hit = h;
+				lv->nhit = p->nnames;
+			}
+			if (!xb_blame_row(p, lv->hit, lv->nhit, rs->ids, rs->n, rs->nnative, lv->none, &brow))
+				return false;
+			lv->matched++;
+		}
+		*row = rs->ids[rs->n - 1];
+		return true;
+	}
 	if (lv->o.blame) {
 		if (lv->nhit < p->nnames) {
 			bool *h = realloc(lv->hit, p->nnames * sizeof(*h));
@@ -329,13 +353,17 @@ static void draw(struct live *lv, struct xb_session *s)
 		char fn[200];
 		line(sc, "blame %s: %llu samples had it on their stack", xb_text_clean(lv->o.blame, false, fn, sizeof(fn)),
 		     (unsigned long long)lv->matched);
+	} else if (lv->o.by) {
+		line(sc, "samples by %s", lv->o.by);
 	} else {
 		line(sc, "%s", lv->o.only_erlang ? "innermost Erlang function of each sample" : "innermost frame of each sample");
 	}
 	line(sc, "%s", "");
-	char wl[32];
+	char wl[32], what[64];
 	snprintf(wl, sizeof(wl), "last %us", lv->nb);
-	line(sc, "%8s %6s %9s %6s  %s", wl, "%", "total", "%", lv->by_total ? "FUNCTION (by total)" : "FUNCTION (by last window)");
+	snprintf(what, sizeof(what), "%s (by %s)", lv->o.by ? "GROUP" : "FUNCTION",
+		 lv->by_total ? "total" : "last window");
+	line(sc, "%8s %6s %9s %6s  %s", wl, "%", "total", "%", what);
 	int avail = sc->rows - sc->row - 1;
 	for (size_t i = 0; rows && i < n && (int)i < avail; i++) {
 		const struct xb_fname *f = &s->prof.names[rows[i].id];

@@ -171,7 +171,7 @@ static const struct xb_opt options[] = {
 	  "dirty I/O; other threads by name), by the CPU the kernel\n"
 	  "recorded, or by OS thread.  The table: a block per group\n"
 	  "(its share, then its top rows); stack formats: the group\n"
-	  "is the outermost frame", .choices = xb_by_names },
+	  "is the outermost frame; --live: the rows are the groups", .choices = xb_by_names },
 	{ "long-calls-ms", 0, XB_OPT_DOUBLE, &o.long_calls_ms, "MS",
 	  "with --schedulers or --long-calls: report calls whose\n"
 	  "length is at least MS for sure (default 2)", 0.001, 1e6,
@@ -331,7 +331,7 @@ static bool sched_mode(void)
 static int check_modes(enum xb_by by)
 {
 	const char *mode = o.pstack ? "--pstack" : o.check ? "--check" : o.schedulers ? "--schedulers"
-			   : o.long_calls ? "--long-calls" : o.live ? "--live" : NULL;
+			   : o.long_calls ? "--long-calls" : NULL;
 	if (o.schedulers && o.long_calls) {
 		fprintf(stderr, PROG ": --schedulers reports the long calls too; pick one of --schedulers and "
 				    "--long-calls\n");
@@ -341,8 +341,7 @@ static int check_modes(enum xb_by by)
 		fprintf(stderr, PROG ": --by groups the samples of a profile; %s %s: drop --by\n", mode,
 			o.pstack ? "already shows one stack per scheduler, with the process it runs"
 			: o.check ? "samples nothing"
-			: o.live ? "shows the hottest functions as they change"
-				 : "already reports per scheduler, process and CPU");
+				  : "already reports per scheduler, process and CPU");
 		return 2;
 	}
 	if (sched_mode() && (o.pstack || o.check || o.blame || o.only_erlang || o.live)) {
@@ -609,7 +608,8 @@ int main(int argc, char **argv)
 		struct xb_sink *k;
 		if (o.live) {
 			struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window,
-						   .blame = o.blame, .only_erlang = o.only_erlang, .title = title };
+						   .blame = o.blame, .only_erlang = o.only_erlang,
+						   .by = by != XB_BY_NONE ? o.by : NULL, .title = title };
 			k = xb_live_sink_new(&lo, &s.prof);
 		} else if (o.pstack) {
 			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, tmpdir,
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout, tmpdir,
                     tool_path, wait_for)
 
 TOOL = "erlang-sample"
@@ -137,6 +137,43 @@ def test_live(target):
         r = run_tool(TOOL, "--live", vm.pid, timeout=30)
         check(r.rc == 2 and "not one" in r.err and len(r.lines_err) == 1,
               "--live with stdout not a terminal: want one line and exit 2", r.describe())
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_live_by_process(target):
+    """--live --by process: a top of the processes.  Two registered workers
+    with a 2:1 CPU ratio by construction (xb_sched:ratio) are its two top
+    rows, "<pid> xb_w2" and "<pid> xb_w1", their totals 67/33 within 8
+    points of each other's sum; with --blame, only the processes under the
+    blamed function (none here: the workers run Erlang code only)."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_sched:ratio(2, 1)")
+        w2 = vm.eval("pid_to_list(whereis(xb_w2))").strip().strip('"')
+        w1 = vm.eval("pid_to_list(whereis(xb_w1))").strip().strip('"')
+        tm = Tmux("%s --live --by process %d; sleep 60" % (tool_path(TOOL), vm.pid))
+        try:
+            row = re.compile(r"^\s*(\d+)\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%\s+(<[\d.]+>.*?) \[group\]$", re.M)
+
+            def enough():
+                scr = tm.screen()
+                tot = {m.group(5): int(m.group(3)) for m in row.finditer(scr)}
+                a, b = tot.get("%s xb_w2" % w2, 0), tot.get("%s xb_w1" % w1, 0)
+                return (scr, a, b) if a + b >= 1500 else None
+            got = wait_for(enough, 30)
+            check(got, "--live --by process never showed xb_w2 and xb_w1 with 1,500 samples", tm.screen())
+            scr, a, b = got
+            log("live --by process:\n" + "\n".join(scr.splitlines()[:8]))
+            check("samples by process" in scr and "GROUP (by last window)" in scr,
+                  "the screen does not say it shows processes", scr)
+            tops = [m.group(5) for m in row.finditer(scr)][:2]
+            check(sorted(tops) == sorted(["%s xb_w2" % w2, "%s xb_w1" % w1]),
+                  "the top two rows are %s, not the workers" % tops, scr)
+            share = 100.0 * a / (a + b)
+            check(abs(share - 200.0 / 3) <= 8, "xb_w2's share of the workers %.1f%%, not 66.7 +- 8" % share, scr)
+            tm.keys("q")
+        finally:
+            tm.kill()
 
 
 @per_vm(only=["stock"])
