@@ -15,11 +15,12 @@
  *                "<...>" and "(...)" out of names holding < > [ ] or ::, so
  *                "<0.80.0> worker" would read " worker" and "<0.81.0>"
  *                "<unknown>"; filename = the frame's source file when
- *                known (--lines), else, for native and kernel frames, the
- *                native module (the tag without brackets: "beam.smp",
- *                "libc.so.6", "kernel"); Erlang, JIT, synthetic and group
- *                frames without a file have none (a guessed "MODULE.erl"
- *                could name a file that does not exist)
+ *                known (an Erlang frame: its module's, from the module's
+ *                line table; never a guessed "MODULE.erl", which could
+ *                name a file that does not exist), else, for native and
+ *                kernel frames, the native module (the tag without
+ *                brackets: "beam.smp", "libc.so.6", "kernel"); JIT,
+ *                synthetic and group frames have none
  *   Location     one per frame used, id = its Function's id, one Line
  *                (the frame's line, 0 when unknown); no mappings: frames
  *                are named already

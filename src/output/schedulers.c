@@ -428,7 +428,7 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 		} else {
 			const struct xb_fname *cf = &s->prof.names[c->caller];
 			xb_put_json_string(f, cf->name);
-			if (cf->file) { /* --lines: where it made the call */
+			if (cf->file && cf->line) { /* --lines: where it made the call */
 				fputs(",\"caller_file\":", f);
 				xb_put_json_string(f, cf->file);
 				fprintf(f, ",\"caller_line\":%u", cf->line);

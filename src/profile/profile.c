@@ -154,7 +154,7 @@ int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32
 
 const char *xb_fname_text(const struct xb_fname *f, char *buf, size_t len)
 {
-	if (!f->file)
+	if (!f->file || !f->line) /* (a file without a line: the module's, not shown) */
 		return f->name;
 	snprintf(buf, len, "%s (%s:%u)", f->name, f->file, (unsigned)f->line);
 	return buf;

@@ -222,7 +222,9 @@ def test_real_flamegraph_in_chromium(target):
 @per_vm(only=["stock"])
 def test_pprof_and_table_agree(target):
     """go tool pprof -top reads erlang-sample's profile and finds the same
-    top functions and shares as the table of the same workload."""
+    top functions and shares as the table of the same workload; -raw shows
+    the Erlang functions' source file (issue 10: "filename: the module's
+    source file where known")."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         time.sleep(0.5)
@@ -235,6 +237,13 @@ def test_pprof_and_table_agree(target):
         check(abs(100 * a / (a + b) - 75) <= 5, "pprof: hot_a %.1f %%, hot_b %.1f %%" % (a, b), out)
         with gzip.open(f) as g:
             check(len(g.read()) > 100, "the pprof file is empty")
+        # filename: the module's source file, from its line table (no
+        # --lines needed), and the native module for C frames
+        raw = go_pprof("-raw", f)
+        locs = dict(re.findall(r"^\s+\d+: 0x[0-9a-f]+ M=\d+ (\S+) (\S*?):\d+ s=", raw, re.M))
+        for fn in ("xb_split:hot_a/1", "xb_split:hot_b/1"):
+            check(locs.get(fn, "").endswith("tests/workloads/xb_split.erl"),
+                  "-raw: %s has filename %r, not its module's source file" % (fn, locs.get(fn)), raw[-3000:])
 
 
 def leftovers(d, name):
