@@ -95,6 +95,23 @@ def proc_status(pid):
     return rss, len(os.listdir("/proc/%d/fd" % pid))
 
 
+def watch_memory(argv, until_s, every_s, timeout=120):
+    """Run ARGV (an erlang-sample command line); every EVERY_S seconds until
+    it ends or UNTIL_S have passed, (elapsed s, RSS KB, open fds) of it.
+    Returns (those, its stderr text, its exit status)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    seen = []
+    t0 = time.monotonic()
+    while p.poll() is None and time.monotonic() - t0 < until_s:
+        time.sleep(every_s)
+        try:
+            seen.append((time.monotonic() - t0,) + proc_status(p.pid))
+        except OSError:
+            break
+    _, err = p.communicate(timeout=timeout)
+    return seen, err.decode(), p.returncode
+
+
 @timeout(120)
 def test_thread_churn():
     """300 threads a second, each living 1-10 ms: slots reused, fds and
@@ -151,20 +168,9 @@ def test_memory_flat_per_sample(target):
         vm.eval("xb_split:start(75)")
         vm.eval("xb_deep:start()")
         time.sleep(0.5)
-        p = subprocess.Popen([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf", "-d", "20", "-t", "5",
-                              str(vm.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True)
-        seen = []
-        t0 = time.monotonic()
-        while p.poll() is None and time.monotonic() - t0 < 19:
-            time.sleep(1)
-            try:
-                seen.append((time.monotonic() - t0,) + proc_status(p.pid))
-            except OSError:
-                break
-        _, err = p.communicate(timeout=60)
-        err = err.decode()
-        check(p.returncode == 0, "exit %s" % p.returncode, err[-2000:])
+        seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf", "-d", "20",
+                                      "-t", "5", str(vm.pid)], 19, 1, timeout=60)
+        check(rc == 0, "exit %s" % rc, err[-2000:])
         st = re.search(r"received (\d+), processed (\d+)", err)
         check(st and int(st.group(2)) >= 60000, "only %s samples processed in 20 s at 4 kHz"
               % (st.group(2) if st else "?"), err[-2000:])
@@ -192,19 +198,9 @@ def test_soak_10_minutes(target):
         vm.eval("xb_deep:start()")
         time.sleep(0.5)
         out = os.path.join(tmpdir(), "soak.folded")
-        p = subprocess.Popen([tool_path(SAMPLE), "-v", "-F", "997", "-d", "600", "-o", out, str(vm.pid)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        seen = []
-        t0 = time.monotonic()
-        while p.poll() is None and time.monotonic() - t0 < 620:
-            time.sleep(10)
-            try:
-                seen.append((time.monotonic() - t0,) + proc_status(p.pid))
-            except OSError:
-                break
-        _, err = p.communicate(timeout=120)
-        err = err.decode()
-        check(p.returncode == 0, "exit %s" % p.returncode, err[-2000:])
+        seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "997", "-d", "600", "-o", out, str(vm.pid)],
+                                     620, 10)
+        check(rc == 0, "exit %s" % rc, err[-2000:])
         after = [s for s in seen if s[0] >= 60 and s[0] <= 590]
         check(len(after) >= 40, "only %d measurements" % len(after))
         rss = [s[1] for s in after]

@@ -44,6 +44,17 @@ static void rmtree(const char *dir)
 		fprintf(stderr, "rm -rf %s failed\n", dir);
 }
 
+/* xb_safe_slurp of PATH on behalf of WHO: read (OK) or refused with EACCES. */
+static void slurp_as(int root, const char *path, const struct xb_cred *who, bool ok, const char *why)
+{
+	char *t = xb_safe_slurp(root, path, 4096, 0, who, NULL);
+	if (ok)
+		CHECK(t != NULL, "%s: %s", why, xb_err());
+	else
+		CHECK(!t && errno == EACCES, "%s", why);
+	free(t);
+}
+
 static void t_safefile(void)
 {
 	snprintf(tmp, sizeof(tmp), "/tmp/xbunit-safe-XXXXXX");
@@ -120,31 +131,19 @@ static void t_safefile(void)
 	struct xb_cred nobody = { .uid = 65534, .gid = 65534 };
 	snprintf(p, sizeof(p), "%s/root/rel/ok", tmp);
 	chmod(p, 0600);
-	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
-	CHECK(!t && errno == EACCES, "a file its reader could not read must be refused");
-	free(t);
+	slurp_as(root, "rel/ok", &nobody, false, "a file its reader could not read must be refused");
 	chmod(p, 0644);
-	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
-	CHECK(t != NULL, "a world-readable file is readable for anyone: %s", xb_err());
-	free(t);
+	slurp_as(root, "rel/ok", &nobody, true, "a world-readable file is readable for anyone");
 	/* ... but not in a directory its reader cannot search */
 	snprintf(p, sizeof(p), "%s/root/rel", tmp);
 	chmod(p, 0700);
-	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
-	CHECK(!t && errno == EACCES, "a 0644 file in a 0700 directory of another user must be refused");
-	free(t);
-	t = xb_safe_slurp(root, "/rel//ok", 4096, 0, &nobody, NULL);
-	CHECK(!t && errno == EACCES, "the same, spelled with extra slashes");
-	free(t);
+	slurp_as(root, "rel/ok", &nobody, false, "a 0644 file in a 0700 directory of another user must be refused");
+	slurp_as(root, "/rel//ok", &nobody, false, "the same, spelled with extra slashes");
 	chmod(p, 0711);
-	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
-	CHECK(t != NULL, "a searchable (x, not r) directory is enough: %s", xb_err());
-	free(t);
+	slurp_as(root, "rel/ok", &nobody, true, "a searchable (x, not r) directory is enough");
 	snprintf(p, sizeof(p), "%s/root", tmp);
 	chmod(p, 0700);
-	t = xb_safe_slurp(root, "rel/ok", 4096, 0, &nobody, NULL);
-	CHECK(!t && errno == EACCES, "the root directory itself must be searchable");
-	free(t);
+	slurp_as(root, "rel/ok", &nobody, false, "the root directory itself must be searchable");
 	chmod(p, 0755);
 	snprintf(p, sizeof(p), "%s/root/rel", tmp);
 	chmod(p, 0755);
