@@ -132,5 +132,16 @@ void xb_estate_free(struct xb_estate *st);
  * the process state again afterwards to see whether it changed. */
 void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term, uint64_t i, uint64_t stop,
 			   uint64_t heap, uint64_t hend, struct xb_estack *out);
+/* A normal scheduler (number SCHED_NO) found blocked off the CPU, its
+ * native stack UW unwound from the system call it waits in
+ * (xb_unwind_blocked) down to Erlang code: a NIF or BIF it runs for its
+ * current process waits there (blocking I/O, a sleep, a lock).  The
+ * process, its scheduler's current_process, cannot run meanwhile, so its
+ * saved stack (c_p->stop, stored before the call) is read as it is.
+ * XB_ES_NO_PROCESS for a scheduler that waits for work (no current
+ * process, or the scheduler loop itself).  The caller checks afterwards
+ * that the thread is still blocked where it was. */
+void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
+			     struct xb_estack *out);
 
 #endif

@@ -1141,3 +1141,49 @@ void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term
 	walk(st, stop, hend, out);
 	out->status = XB_ES_OK;
 }
+
+void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
+			     struct xb_estack *out)
+{
+	out->status = XB_ES_NO_PROCESS;
+	out->why = NULL;
+	out->n = out->nexact = 0;
+	out->unresolved = 0;
+	out->truncated = out->live_read = out->complete = out->partial = out->leaf_ret = false;
+	out->leaf_is_callee = false;
+	out->read_ns = 0;
+	out->c_p = 0;
+	out->pid[0] = out->regname[0] = 0;
+	memset(&out->call, 0, sizeof(out->call));
+	memset(out->initial, 0, sizeof(out->initial));
+	if (uw->stop != XB_UW_REACHED_ERLANG || sched_no <= 0)
+		return;
+	/* An idle scheduler waits with no current process (erts_schedule
+	 * cleared it): only a blocked call has one. */
+	uint64_t c_p;
+	struct proc p;
+	if (sched_current(st, out, 's', sched_no, &c_p) < 0 || c_p == 0)
+		return;
+	if (read_proc(st, out, c_p, &p) < 0) {
+		out->status = XB_ES_BAD;
+		out->why = "the scheduler's current process is not a process";
+		return;
+	}
+	if (p.stop % 8 || p.stop < p.heap || p.stop > p.hend) {
+		out->status = XB_ES_BAD;
+		out->why = "the blocked process's saved stack pointer is not in its heap";
+		return;
+	}
+	/* The JIT code the native frames return to: the NIF's or BIF's own
+	 * function, or a shared fragment (then no frame of its own). */
+	uint64_t pc = uw->erlang_pc_exact ? uw->erlang_pc : uw->erlang_pc - 1;
+	const struct xb_code *here = lookup(st, pc);
+	if (here && strcmp(here->name, "global::process_main") == 0)
+		return; /* the scheduler loop itself: no call for a process */
+	out->c_p = c_p;
+	identify(st, &p, out);
+	push(st, out, here, uw->erlang_pc, false);
+	walk(st, p.stop, p.hend, out);
+	out->status = XB_ES_OK;
+}
+

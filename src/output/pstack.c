@@ -151,13 +151,14 @@ static unsigned print_native(struct xb_session *s, FILE *f, const struct xb_unwi
  * process: who, then its frames innermost first.  A dirty scheduler's
  * native stack ends at its thread's root; the Erlang stack after it is the
  * process's, suspended while the dirty scheduler works for it. */
-static void print_running(struct xb_session *s, FILE *f, const struct entry *e, bool dirty)
+static void print_running(struct xb_session *s, FILE *f, const struct entry *e, bool dirty, bool blocked)
 {
 	const struct xb_estack *es = &e->es;
 	char c1[1400], rb[300];
 	const char *reg = s->fr.erlang_names ? es->regname : xb_elixir_atom(es->regname, rb, sizeof(rb));
-	fprintf(f, "process %s%s%s\n", es->pid, es->regname[0] ? " " : "",
-		xb_text_clean(reg, false, c1, sizeof(c1)));
+	fprintf(f, "process %s%s%s%s\n", es->pid, es->regname[0] ? " " : "",
+		xb_text_clean(reg, false, c1, sizeof(c1)),
+		blocked ? ", blocked off the CPU in a call it made (NIF or BIF)" : "");
 	unsigned k = print_native(s, f, &e->uw, e->jit_here);
 	if (dirty && es->n)
 		fprintf(f, "  -- the Erlang stack of %s, which waits for this scheduler:\n", es->pid);
@@ -170,23 +171,31 @@ static void print_running(struct xb_session *s, FILE *f, const struct entry *e, 
 		fprintf(f, "  ... %s: the stack moved before it could be read\n", XB_CALLERS_UNKNOWN);
 }
 
-/* Where an idle scheduler waits: its blocked system call's stack pointer
- * and pc (/proc/PID/task/TID/syscall), unwound from the live stack. */
-static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
+/* Where a thread not on a CPU waits: the stack pointer and pc of its
+ * blocked system call (/proc/PID/task/TID/syscall: "NR ARGS... SP PC";
+ * "running" when it runs).  False when it is not blocked or gone. */
+static bool blocked_at(struct xb_session *s, pid_t tid, unsigned long long *sp, unsigned long long *pc)
 {
 	char path[96];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)s->vm.pid, (int)tid);
 	char *sc = xb_slurp(path, NULL);
-	unsigned long long sp = 0, pc = 0;
+	*sp = *pc = 0;
 	char *p = sc ? strrchr(sc, ' ') : NULL;
-	if (p && sscanf(p, " %llx", &pc) == 1) {
+	if (p && sscanf(p, " %llx", pc) == 1) {
 		*p = 0;
 		char *q = strrchr(sc, ' ');
 		if (q)
-			sscanf(q, " %llx", &sp);
+			sscanf(q, " %llx", sp);
 	}
 	free(sc);
-	if (!sp || !pc) {
+	return *sp && *pc;
+}
+
+/* Where an idle scheduler waits, unwound from its blocked system call. */
+static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
+{
+	unsigned long long sp, pc;
+	if (!blocked_at(s, tid, &sp, &pc)) {
 		fprintf(f, "  (waiting stack not available)\n");
 		return;
 	}
@@ -195,6 +204,25 @@ static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
 	print_native(s, f, &uw, NULL);
 	if (uw.stop == XB_UW_REACHED_ERLANG)
 		fprintf(f, "  #%-3u 0x%016llx (Erlang scheduler loop)\n", uw.n, (unsigned long long)uw.erlang_pc);
+}
+
+/* A scheduler never seen on a CPU may not be idle: it may be blocked off
+ * the CPU in a NIF or BIF of the process it runs (a sleep, blocking I/O,
+ * a lock): its stack from the system call down to Erlang code, and that
+ * process (xb_erlang_stack_blocked).  True, with E filled, when so and
+ * the thread was still blocked at the same place after its stacks were
+ * read (else the stacks may mix two moments: not shown). */
+static bool blocked_in_call(struct xb_session *s, const struct xb_thread *t, struct entry *e)
+{
+	unsigned long long sp, pc, sp2, pc2;
+	if (!blocked_at(s, t->tid, &sp, &pc))
+		return false;
+	xb_unwind_blocked(&s->uw, t->tid, sp, pc, &e->uw);
+	xb_erlang_stack_blocked(&s->es, &e->uw, t->sched_no, &e->es);
+	if (e->es.status != XB_ES_OK || !blocked_at(s, t->tid, &sp2, &pc2) || sp2 != sp || pc2 != pc)
+		return false;
+	e->jit_here = NULL;
+	return true;
 }
 
 static int write_pstack(struct xb_sink *k, struct xb_session *s, FILE *f)
@@ -208,7 +236,12 @@ static int write_pstack(struct xb_sink *k, struct xb_session *s, FILE *f)
 			struct xb_thread *t = &s->smp.threads[i];
 			if (t->kind != 's' || t->sched_no != no)
 				continue;
-			struct entry *e = i < ps->n ? &ps->v[i] : NULL;
+			struct entry *e = ensure(ps, s, i) ? &ps->v[i] : NULL;
+			if (e && !(e->have && e->es.status == XB_ES_OK) && blocked_in_call(s, t, e)) {
+				fprintf(f, "scheduler %d (tid %d): ", no, (int)t->tid);
+				print_running(s, f, e, false, true);
+				continue;
+			}
 			if (!e || !e->have || e->es.status != XB_ES_OK) {
 				/* Never seen running a process: idle.  OTP 29 schedulers
 				 * spin in scheduler_wait() before sleeping, so one may
@@ -225,7 +258,7 @@ static int write_pstack(struct xb_sink *k, struct xb_session *s, FILE *f)
 				continue;
 			}
 			fprintf(f, "scheduler %d (tid %d): ", no, (int)t->tid);
-			print_running(s, f, e, false);
+			print_running(s, f, e, false, false);
 		}
 	}
 	/* Dirty schedulers: only those seen working for a process (most
@@ -246,7 +279,7 @@ static int write_pstack(struct xb_sink *k, struct xb_session *s, FILE *f)
 				continue;
 			busy++;
 			fprintf(f, "%s scheduler %d (tid %d): ", dirty_kinds[d].name, t->sched_no, (int)t->tid);
-			print_running(s, f, e, true);
+			print_running(s, f, e, true, false);
 		}
 		if (total > busy)
 			fprintf(f, "%s schedulers: %d of %d not seen working for a process\n",

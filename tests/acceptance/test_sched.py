@@ -557,6 +557,34 @@ def test_cpu_view_sees_threads_move(target):
         check(where.get("scheduler 1") == {0}, "scheduler 1 seen on CPUs %s" % where.get("scheduler 1"))
 
 
+@per_vm(only=["stock", "otp25-emu-dwarf", "otp29-jit", "otp29-jit-stripped"])
+@timeout(120)
+def test_pstack_shows_a_blocked_nif(target):
+    """A NIF that sleeps (nanosleep: blocking I/O's shape) holds scheduler 1
+    off the CPU: no sample ever lands there, yet --pstack does not call it
+    idle: it shows the process, its native stack from the system call
+    through the NIF, and its Erlang caller; scheduler 2, waiting for
+    work, stays idle."""
+    d = tmpdir()
+    lib = build_sched_nif(target, d)
+    with VM(target, schedulers=2) as vm:
+        vm.eval('ok = xb_sched_nif:load("%s")' % lib)
+        pid = vm.eval("pid_to_list(xb_sched:sleep_nif(200000))").strip().strip('"')
+        time.sleep(0.3)
+        want = (r"^scheduler 1 \(tid \d+\): process %s xb_sleeper, blocked off the CPU in a call it made"
+                r" \(NIF or BIF\)\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_sched_sleep_nif \[xb_sched_nif\.so\]\n"
+                r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_sched:sleep_loop/1 \[Erlang\]" % re.escape(pid))
+        # (between two 200 ms calls it yields for a moment: up to 3 looks)
+        for attempt in range(3):
+            r = sample(vm, "--pstack")
+            if re.search(want, r.out, re.M):
+                break
+        check(re.search(want, r.out, re.M), "--pstack does not show scheduler 1 blocked in "
+              "xb_sched_sleep_nif for xb_sleeper, called by xb_sched:sleep_loop/1 (3 looks)", r.out)
+        check(re.search(r"^scheduler 2 \(tid \d+\): idle", r.out, re.M), "scheduler 2 is not idle", r.out)
+        log("--pstack:\n" + "\n".join(r.out.splitlines()[:7]))
+
+
 @per_vm()
 @timeout(300)
 def test_long_nif_calls(target):

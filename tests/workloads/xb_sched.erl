@@ -16,6 +16,9 @@
 %%                     calls xb_sched_nif:spin(Us) and then erlang:yield()
 %%                     in a loop: every call starts a time slice of its
 %%                     own, with the same reductions left.
+%%   sleep_nif(Us)     (xb_sched_nif loaded) `xb_sleeper`, bound to scheduler 1,
+%%                     calls xb_sched_nif:sleep(Us) (off the CPU) then
+%%                     erlang:yield() in a loop.
 %%   short_nif(Us)     `xb_short`, bound to scheduler 2, calls
 %%                     xb_sched_nif:spin(Us) back to back in one slice (one
 %%                     reduction less each call).  Same NIF as xb_long, same
@@ -35,8 +38,8 @@
 %% erts/emulator/beam/bif.c (process_flag_2, am_scheduler) of every
 %% release we support.
 -module(xb_sched).
--export([ratio/2, busy/1, mover/2, long_nif/1, short_nif/1, window_start/0, window_end/0, stop/0,
-         worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, unit/1]).
+-export([ratio/2, busy/1, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
+         worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, sleep_loop/1, unit/1]).
 
 -define(UNIT, 20000). %% iterations per work unit (about a millisecond)
 -define(NAMES, [xb_w2, xb_w1, xb_busy, xb_mover, xb_long, xb_short]).
@@ -92,6 +95,12 @@ mover_loop(Ms, N, I, Until) ->
             ?MODULE:mover_loop(Ms, N, I, Until)
     end.
 
+sleep_nif(Us) ->
+    xb_ctl:kill_registered(xb_sleeper),
+    L = spawn(fun() -> process_flag(scheduler, 1), ?MODULE:sleep_loop(Us) end),
+    register(xb_sleeper, L),
+    L.
+
 long_nif(Us) ->
     xb_ctl:kill_registered(xb_long),
     L = spawn(fun() -> process_flag(scheduler, 1), ?MODULE:long_loop(Us) end),
@@ -109,6 +118,11 @@ long_loop(Us) ->
     _ = xb_sched_nif:spin(Us),
     erlang:yield(),
     ?MODULE:long_loop(Us).
+
+sleep_loop(Us) ->
+    _ = xb_sched_nif:sleep(Us),
+    erlang:yield(),
+    ?MODULE:sleep_loop(Us).
 
 short_loop(Us) ->
     _ = xb_sched_nif:spin(Us),

@@ -69,6 +69,28 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_spin_nif(ErlNifEnv *env, int arg
 	return r;
 }
 
+/* Holds its scheduler without using it: nanosleep(Us), off the CPU (a
+ * NIF doing blocking I/O).  Recorded like the spinning calls. */
+__attribute__((noinline)) ERL_NIF_TERM xb_sched_sleep_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	long us;
+	if (argc != 1 || !enif_get_long(env, argv[0], &us) || us < 0 || us > 10000000)
+		return enif_make_badarg(env);
+	unsigned long long t0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	pthread_mutex_lock(&lock);
+	unsigned long long t1 = now_ns(CLOCK_MONOTONIC);
+	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
+		recs[nrec % NREC] = (struct rec){ t0, t1, cpu1 - cpu0, (unsigned long long)us };
+		nrec++;
+	}
+	pthread_mutex_unlock(&lock);
+	return enif_make_atom(env, "ok");
+}
+
 static ERL_NIF_TERM raw_calls_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
 	(void)argc;
@@ -88,6 +110,7 @@ static ERL_NIF_TERM raw_calls_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
 
 static ErlNifFunc funcs[] = {
 	{ "spin", 1, xb_sched_spin_nif, 0 },
+	{ "sleep", 1, xb_sched_sleep_nif, 0 },
 	{ "raw_calls", 0, raw_calls_nif, 0 },
 };
 

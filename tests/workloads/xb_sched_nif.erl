@@ -7,16 +7,21 @@
 %%                for 10 ms or more, and calls that took 1 ms or more (a
 %%                short call stretched by a preempted thread), are recorded
 %%                with their real length
+%%   sleep(Us)    holds the calling scheduler for Us microseconds off the
+%%                CPU (nanosleep in the NIF xb_sched_sleep_nif: blocking
+%%                I/O's shape); recorded as spin's calls are
 %%   calls()      the recorded calls, oldest first, as text lines
 %%                "call START_NS END_NS CPU_NS US" (CLOCK_MONOTONIC, the
 %%                clock of the sample times; CPU time of the calling thread
 %%                during the call; the length asked for); the last 4096
 -module(xb_sched_nif).
--export([load/1, spin/1, calls/0]).
+-export([load/1, spin/1, sleep/1, calls/0]).
 
 load(Path) -> erlang:load_nif(Path, 0).
 
 spin(_Us) -> erlang:nif_error(nif_not_loaded).
+
+sleep(_Us) -> erlang:nif_error(nif_not_loaded).
 
 calls() ->
     [io_lib:format("call ~b ~b ~b ~b~n", [S, E, C, Us]) || {S, E, C, Us} <- raw_calls()].
