@@ -143,5 +143,10 @@ void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term
  * that the thread is still blocked where it was. */
 void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 			     struct xb_estack *out);
+/* The identity of the call a blocked normal scheduler SCHED_NO is in: its
+ * current process and that process's c_p->fcalls and c_p->reds (stored
+ * before a NIF or BIF is called, and one reduction apart for two calls
+ * in a row), read live.  0, or -1 when it has no current process. */
+int xb_blocked_call_id(struct xb_estate *st, int sched_no, uint64_t *c_p, struct xb_call_id *id);
 
 #endif

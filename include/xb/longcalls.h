@@ -46,7 +46,8 @@ struct xb_long_call {
 	int thread;               /* the caller's thread index */
 	uint64_t first_ns, last_ns; /* its first and last sample */
 	uint64_t min_ns, max_ns;  /* bounds of its length; max_ns UINT64_MAX: unknown */
-	unsigned samples;
+	unsigned samples;         /* samples in it (off_cpu: observations) */
+	bool off_cpu;             /* seen blocked off the CPU, not sampled on it */
 };
 
 /* Per thread: every run of samples in one call, long or not. */
@@ -72,6 +73,11 @@ void xb_lc_free(struct xb_longcalls *lc);
 /* The next sample of thread THREAD (>= 0), in time order.  0, or -1 when
  * memory runs out. */
 int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s);
+/* A call found by other means than samples (a scheduler seen blocked
+ * off the CPU in it, schedulers.c), its bounds measured by the caller:
+ * kept when its lower bound reaches the threshold, counted in its
+ * thread's stats.  0, or -1 when memory runs out. */
+int xb_lc_add_call(struct xb_longcalls *lc, const struct xb_long_call *c);
 /* Sampling stopped: close the open runs (no upper bound), sort the calls
  * longest first (lower bound, then upper). */
 void xb_lc_finish(struct xb_longcalls *lc);

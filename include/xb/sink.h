@@ -25,6 +25,10 @@ struct xb_sink_ops {
 	void (*stopped)(struct xb_sink *k, struct xb_session *s);
 	/* Called about every 100 ms while sampling (may be NULL). */
 	void (*tick)(struct xb_sink *k, struct xb_session *s);
+	/* Called after every drain of the rings, about every --drain-ms
+	 * (may be NULL): cheap looks at the VM between samples (the
+	 * scheduler views watch for schedulers blocked off the CPU). */
+	void (*poll)(struct xb_sink *k, struct xb_session *s);
 	/* True when the sink has all it wants and sampling may stop (may be NULL). */
 	bool (*done)(struct xb_sink *k, struct xb_session *s);
 	/* Write the result; 0, or -1 with xb_err. */

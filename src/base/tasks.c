@@ -4,9 +4,11 @@
 #include "xb/common.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int xb_task_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 {
@@ -48,3 +50,30 @@ int xb_tasks_list(pid_t pid, struct xb_task **out)
 	closedir(d);
 	return (int)n;
 }
+
+bool xb_task_blocked_at(pid_t pid, pid_t tid, uint64_t *sp, uint64_t *pc)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	*sp = *pc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	unsigned long long a = 0, b = 0;
+	char *p = strrchr(buf, ' ');
+	if (!p || sscanf(p, " %llx", &b) != 1)
+		return false;
+	*p = 0;
+	char *q = strrchr(buf, ' ');
+	if (!q || sscanf(q, " %llx", &a) != 1)
+		return false;
+	*sp = a;
+	*pc = b;
+	return a && b;
+}
+

@@ -1187,3 +1187,18 @@ void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, i
 	out->status = XB_ES_OK;
 }
 
+int xb_blocked_call_id(struct xb_estate *st, int sched_no, uint64_t *c_p, struct xb_call_id *id)
+{
+	struct xb_estack scratch;
+	struct proc p;
+	memset(id, 0, sizeof(*id));
+	*c_p = 0;
+	if (sched_no <= 0 || sched_current(st, &scratch, 's', sched_no, c_p) < 0 || *c_p == 0 ||
+	    read_proc(st, &scratch, *c_p, &p) < 0 || !p.have_call)
+		return -1;
+	id->fcalls = (uint32_t)p.fcalls;
+	id->reds = p.reds;
+	id->have = true;
+	return 0;
+}
+

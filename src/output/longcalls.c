@@ -100,6 +100,7 @@ static int close_run(struct xb_longcalls *lc, int thread, struct xb_lc_run *r, u
 	c->min_ns = lo;
 	c->max_ns = hi;
 	c->samples = r->samples;
+	c->off_cpu = false;
 	return 0;
 }
 
@@ -178,6 +179,26 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 	}
 	r->have_prev = true;
 	r->t_prev = s->t;
+	return 0;
+}
+
+int xb_lc_add_call(struct xb_longcalls *lc, const struct xb_long_call *c)
+{
+	if (c->thread < 0 || ensure_thread(lc, c->thread) < 0)
+		return c->thread < 0 ? 0 : -1;
+	struct xb_lc_stats *st = &lc->stats[c->thread];
+	st->calls++;
+	st->samples += c->samples;
+	if (!st->have_longest || c->min_ns > st->longest_min_ns) {
+		st->have_longest = true;
+		st->longest_min_ns = c->min_ns;
+		st->longest_max_ns = c->max_ns;
+	}
+	if (c->min_ns < lc->threshold_ns)
+		return 0;
+	if (xb_grow((void **)&lc->calls, &lc->callcap, lc->ncalls + 1, sizeof(*lc->calls)) < 0)
+		return -1;
+	lc->calls[lc->ncalls++] = *c;
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "xb/common.h"
 #include "xb/names.h"
 #include "xb/session.h"
+#include "xb/tasks.h"
 #include "xb/threadcpu.h"
 #include "xb/writers.h"
 
@@ -171,24 +172,13 @@ static void print_running(struct xb_session *s, FILE *f, const struct entry *e, 
 		fprintf(f, "  ... %s: the stack moved before it could be read\n", XB_CALLERS_UNKNOWN);
 }
 
-/* Where a thread not on a CPU waits: the stack pointer and pc of its
- * blocked system call (/proc/PID/task/TID/syscall: "NR ARGS... SP PC";
- * "running" when it runs).  False when it is not blocked or gone. */
 static bool blocked_at(struct xb_session *s, pid_t tid, unsigned long long *sp, unsigned long long *pc)
 {
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)s->vm.pid, (int)tid);
-	char *sc = xb_slurp(path, NULL);
-	*sp = *pc = 0;
-	char *p = sc ? strrchr(sc, ' ') : NULL;
-	if (p && sscanf(p, " %llx", pc) == 1) {
-		*p = 0;
-		char *q = strrchr(sc, ' ');
-		if (q)
-			sscanf(q, " %llx", sp);
-	}
-	free(sc);
-	return *sp && *pc;
+	uint64_t a, b;
+	bool r = xb_task_blocked_at(s->vm.pid, tid, &a, &b);
+	*sp = a;
+	*pc = b;
+	return r;
 }
 
 /* Where an idle scheduler waits, unwound from its blocked system call. */

@@ -7,6 +7,7 @@
 #include "xb/output_util.h"
 #include "xb/session.h"
 #include "xb/states.h"
+#include "xb/tasks.h"
 #include "xb/threadcpu.h"
 #include "xb/writers.h"
 
@@ -93,6 +94,26 @@ struct pinfo {
 	uint64_t scheds[MAX_SCHED_BITS / 64]; /* normal schedulers it was seen on */
 };
 
+/* A normal scheduler watched for calls that hold it off the CPU (a NIF
+ * or BIF that sleeps, blocks in I/O or on a lock): cpu-clock samples
+ * never land there, so the thread is looked at between drains instead
+ * (poll_blocked). */
+struct blocked {
+	bool active;           /* in a call, seen blocked in it */
+	uint64_t sp, pc;       /* where it is blocked (its system call) */
+	uint64_t c_p;
+	struct xb_call_id id;
+	uint32_t fn, caller;
+	char pid[32], name[256];
+	uint64_t first_ns, last_ns; /* first and last look that saw it blocked in the call */
+	uint64_t before_ns;    /* the look before the first (0: none) */
+	uint64_t last_look_ns; /* the last look at the thread */
+	unsigned looks;
+};
+
+struct sched_sink;
+static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, uint64_t now);
+
 struct sched_sink {
 	struct xb_sink k;
 	struct xb_sched_opts o;
@@ -106,6 +127,9 @@ struct sched_sink {
 	struct kmap on;      /* (pid_term, thread) -> samples of that process there */
 	struct kmap cpus;    /* (cpu, thread) -> samples */
 	bool failed;         /* memory ran out: the report says so */
+	struct blocked *bl;  /* by sampler thread index */
+	size_t nbl;
+	uint64_t last_poll_ns;
 };
 
 static struct tstat *tstat_of(struct sched_sink *ss, size_t i)
@@ -150,6 +174,8 @@ static void stopped(struct xb_sink *k, struct xb_session *s)
 		if (t && t->have0)
 			read_cpu(s, i, &t->c1, &t->w1, &t->have1);
 	}
+	for (size_t i = 0; i < ss->nbl; i++)
+		blocked_close(ss, i, &ss->bl[i], 0);
 	xb_lc_finish(&ss->lc);
 }
 
@@ -446,8 +472,9 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 		json_ms(f, c->min_ns);
 		fputs(",\"max_ms\":", f);
 		json_ms(f, c->max_ns);
-		fprintf(f, ",\"first_ns\":%llu,\"last_ns\":%llu,\"samples\":%u}", (unsigned long long)c->first_ns,
-			(unsigned long long)c->last_ns, c->samples);
+		fprintf(f, ",\"first_ns\":%llu,\"last_ns\":%llu,\"samples\":%u,\"off_cpu\":%s}",
+			(unsigned long long)c->first_ns, (unsigned long long)c->last_ns, c->samples,
+			c->off_cpu ? "true" : "false");
 	}
 	fputs("]", f);
 }
@@ -650,7 +677,8 @@ static void write_table_calls(struct sched_sink *ss, struct xb_session *s, FILE 
 			snprintf(maxs, sizeof(maxs), "%.2f", (double)c->max_ns / 1e6);
 		snprintf(proc, sizeof(proc), "%s%s%s", c->pid, c->name[0] ? " " : "",
 			 xb_text_clean(c->name, false, c1, sizeof(c1)));
-		snprintf(fn, sizeof(fn), "%s [%s]", xb_text_clean(fname, false, c2, sizeof(c2)), lib);
+		snprintf(fn, sizeof(fn), "%s [%s]%s", xb_text_clean(fname, false, c2, sizeof(c2)), lib,
+			 c->off_cpu ? " (off CPU)" : "");
 		fprintf(f, "  %9.2f %9s  %-9s  %-28s  %-36s  %s\n", (double)c->min_ns / 1e6, maxs,
 			c->thread >= 0 && (size_t)c->thread < s->smp.nthreads
 				? sched_label(&s->smp.threads[c->thread], lbl, sizeof(lbl))
@@ -840,12 +868,132 @@ static void free_sink(struct xb_sink *k)
 	kmap_free(&ss->cpus);
 	free(ss->procs);
 	free(ss->ts);
+	free(ss->bl);
 	free(ss);
+}
+
+/* ---- calls that block a scheduler off the CPU ---- */
+
+/* Looks at the normal schedulers at most this often (/proc reads: a few
+ * microseconds each; an unwind only when a new call is found). */
+#define BLOCKED_POLL_NS (2ull * 1000 * 1000)
+
+static struct blocked *blocked_of(struct sched_sink *ss, size_t ti)
+{
+	if (ti >= ss->nbl) {
+		size_t n = ti + 16;
+		struct blocked *v = realloc(ss->bl, n * sizeof(*v));
+		if (!v)
+			return NULL;
+		memset(v + ss->nbl, 0, (n - ss->nbl) * sizeof(*v));
+		ss->bl = v;
+		ss->nbl = n;
+	}
+	return &ss->bl[ti];
+}
+
+/* The call B was in is over, seen at NOW (0: sampling stopped, the end
+ * unknown): lower bound from its first to its last look, upper from the
+ * look before to NOW. */
+static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, uint64_t now)
+{
+	if (!b->active)
+		return;
+	b->active = false;
+	struct xb_long_call c = {
+		.fn = b->fn,
+		.caller = b->caller,
+		.thread = (int)ti,
+		.first_ns = b->first_ns,
+		.last_ns = b->last_ns,
+		.min_ns = b->last_ns - b->first_ns,
+		.max_ns = now && b->before_ns ? now - b->before_ns : UINT64_MAX,
+		.samples = b->looks,
+		.off_cpu = true,
+	};
+	snprintf(c.pid, sizeof(c.pid), "%s", b->pid);
+	snprintf(c.name, sizeof(c.name), "%s", b->name);
+	if (xb_lc_add_call(&ss->lc, &c) < 0)
+		ss->failed = true;
+}
+
+/* Thread TI, blocked at (SP, PC): in a NIF or BIF of its process?  Then
+ * B holds the call, found at NOW. */
+static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti, struct blocked *b,
+			 uint64_t sp, uint64_t pc, uint64_t now)
+{
+	const struct xb_thread *t = &s->smp.threads[ti];
+	struct xb_unwind uw;
+	struct xb_estack es;
+	xb_unwind_blocked(&s->uw, t->tid, sp, pc, &uw);
+	xb_erlang_stack_blocked(&s->es, &uw, t->sched_no, &es);
+	uint64_t sp2, pc2;
+	if (es.status != XB_ES_OK || !es.c_p || !es.call.have ||
+	    !xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) || sp2 != sp || pc2 != pc)
+		return;
+	/* named and classified as a sample there would be */
+	struct xb_sample smp = { .tid = t->tid, .time_ns = now, .ip = pc, .thread = (int)ti, .cpu = -1 };
+	uint32_t ids[XB_MAX_FRAMES], nnative;
+	uint32_t n = xb_frames_ids(&s->fr, &smp, &uw, &es, ids, &nnative);
+	struct xb_rsample rs = { &smp, t, &uw, &es, ids, n, nnative };
+	struct xb_sample_state st;
+	xb_classify(&ss->cls, &s->prof, &rs, &st);
+	if (!st.process || st.fn < 0 || (uint32_t)st.fn >= n ||
+	    (st.state != XB_STATE_NIF && st.state != XB_STATE_BIF))
+		return;
+	char name[256];
+	const char *pname = xb_process_name(&s->vm, &es, name, sizeof(name));
+	*b = (struct blocked){ .active = true, .sp = sp, .pc = pc, .c_p = es.c_p, .id = es.call,
+			       .fn = ids[st.fn], .caller = caller_of(&s->prof, &rs),
+			       .first_ns = now, .last_ns = now, .before_ns = b->last_look_ns,
+			       .last_look_ns = now, .looks = 1 };
+	snprintf(b->pid, sizeof(b->pid), "%s", es.pid);
+	snprintf(b->name, sizeof(b->name), "%s", pname);
+}
+
+/* Between drains: each normal scheduler blocked in a system call is in a
+ * call of its process or waits for work (no current process).  A call is
+ * followed by its place (sp, pc) and its identity (c_p, c_p->fcalls,
+ * c_p->reds: two calls in a row differ in fcalls), never merged with the
+ * next.  Found only by looking, so a call shorter than two looks is not
+ * seen; its bounds come from the looks around it. */
+static void poll_blocked(struct xb_sink *k, struct xb_session *s)
+{
+	struct sched_sink *ss = (struct sched_sink *)k;
+	uint64_t now = xb_now_ns();
+	if (now - ss->last_poll_ns < BLOCKED_POLL_NS)
+		return;
+	ss->last_poll_ns = now;
+	for (size_t ti = 0; ti < s->smp.nthreads; ti++) {
+		const struct xb_thread *t = &s->smp.threads[ti];
+		if (t->kind != 's' || t->dead)
+			continue;
+		struct blocked *b = blocked_of(ss, ti);
+		if (!b) {
+			ss->failed = true;
+			return;
+		}
+		uint64_t sp, pc, c_p;
+		struct xb_call_id id;
+		bool blocked = xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc);
+		if (blocked && b->active && sp == b->sp && pc == b->pc &&
+		    xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) == 0 && c_p == b->c_p &&
+		    id.fcalls == b->id.fcalls && id.reds == b->id.reds) {
+			b->last_ns = b->last_look_ns = now;
+			b->looks++;
+			continue;
+		}
+		blocked_close(ss, ti, b, now);
+		if (blocked)
+			blocked_open(ss, s, ti, b, sp, pc, now);
+		b->last_look_ns = now;
+	}
 }
 
 static const struct xb_sink_ops sched_ops = {
 	.name = "schedulers",
 	.add = add,
+	.poll = poll_blocked,
 	.started = started,
 	.stopped = stopped,
 	.write = write_report,

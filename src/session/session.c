@@ -298,10 +298,11 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
 	if (o->drain_given)
 		s->drain_ms = o->drain_ms; /* --drain-ms */
+	else if (o->drain_ms)
+		s->drain_ms = o->drain_ms; /* --schedulers: live reads, and looks at
+					    * blocked schedulers, within ~1 ms */
 	else if (s->bpf)
 		s->drain_ms = 10;
-	else if (o->drain_ms)
-		s->drain_ms = o->drain_ms; /* --schedulers: live reads within ~1 ms */
 	s->wakeup = wakeup;
 	struct xb_sampler_opts so = { .freq = o->freq, .period = o->period, .stack_bytes = o->user_stack,
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
@@ -547,6 +548,9 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 			break;
 		if (sinks_done(s))
 			break;
+		for (size_t i = 0; i < s->nsinks; i++)
+			if (s->sinks[i]->ops->poll)
+				s->sinks[i]->ops->poll(s->sinks[i], s);
 		/* A library unloaded and another mapped at its address shows
 		 * no unknown pc: look for it every 250 ms, so its samples are
 		 * not named from the old file for longer than that. */

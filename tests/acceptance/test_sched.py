@@ -489,6 +489,50 @@ def check_long_calls(doc, all_truth, long_pid, short_pid, what):
     return len(calls), cleaned, fifty, short
 
 
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(180)
+def test_long_calls_off_cpu(target):
+    """A NIF that holds its scheduler off the CPU (nanosleep 30 ms, then a
+    yield: blocking I/O's shape), which cpu-clock samples never see: the
+    scheduler is looked at between drains, and every such call is reported
+    (off_cpu), with the NIF, its Erlang caller, the process and the
+    scheduler, within one call the NIF measured (never two merged), with
+    bounds that hold its real length, most within [25, 35] ms; about one
+    per 30 ms of the run."""
+    d = tmpdir()
+    lib = build_sched_nif(target, d)
+    with VM(target, schedulers=2) as vm:
+        vm.eval('ok = xb_sched_nif:load("%s")' % lib)
+        pid = vm.eval("pid_to_list(xb_sched:sleep_nif(30000))").strip().strip('"')
+        time.sleep(0.3)
+        r = sample(vm, "-d", "3", "--long-calls", "--format", "json", "-t", "1000")
+        doc = json.loads(r.out)
+        truth = [t for t in nif_truth(vm, doc) if t[3] == 30000]
+        calls = doc["long_calls"]
+        others = [c for c in calls if c["pid"] != pid]
+        check(not others, "long calls of other processes: %r" % others[:3])
+        check(len(calls) >= 60, "only %d calls of 30 ms reported in 3 s" % len(calls), r.out[:3000])
+        bad, tight = [], 0
+        for c in calls:
+            if not (c["function"] == "xb_sched_sleep_nif" and c["library"] == "xb_sched_nif.so" and
+                    c["caller"] == "xb_sched:sleep_loop/1" and c["name"] == "xb_sleeper" and
+                    c["scheduler"] == "1" and c["off_cpu"] is True):
+                bad.append(("wrong function, caller, process, scheduler or off_cpu", c))
+                continue
+            inside = within(c, truth)
+            if len(inside) != 1:
+                bad.append(("within %d calls the NIF measured" % len(inside), c))
+                continue
+            real = (truth[inside[0]][1] - truth[inside[0]][0]) / 1e6
+            if not (c["min_ms"] <= real + SLACK_NS / 1e6 and (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"])):
+                bad.append(("bounds [%s, %s] do not hold the real %.2f ms" % (c["min_ms"], c["max_ms"], real), c))
+            tight += c["max_ms"] is not None and 25 <= c["min_ms"] and c["max_ms"] <= 35
+        check(not bad, "%d of %d off-CPU calls wrong: %s" % (len(bad), len(calls), bad[:3]))
+        check(tight >= 0.8 * len(calls), "only %d of %d calls have bounds within [25, 35] ms" % (tight, len(calls)))
+        log("%d calls of the sleeping NIF reported off CPU, each within one measured call, %d within [25, 35] ms; "
+            "e.g. [%.2f, %s] ms" % (len(calls), tight, calls[0]["min_ms"], calls[0]["max_ms"]))
+
+
 def fifty_calls(calls, truth):
     """[(call, real ms)] of the reported calls whose real length was 45..55
     ms (not stretched much by preemption at its end)."""
