@@ -120,8 +120,9 @@ static const struct xb_opt options[] = {
 	  "long NIF/BIF calls; per CPU, the scheduler threads on it" },
 	{ "long-calls", 0, XB_OPT_FLAG, &o.long_calls, NULL,
 	  "NIF and BIF calls that held a normal scheduler for at\n"
-	  "least --long-calls-ms across samples: bounds of their\n"
-	  "length, function, Erlang caller, process, scheduler" },
+	  "least --long-calls-ms across samples (or off the CPU,\n"
+	  "blocked: seen every 2 ms): bounds of their length,\n"
+	  "function, Erlang caller, process, scheduler" },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
 	  "how long to sample (default and 0: until ^C)", 0, 31536000, .group = "Sampling:" },
 	{ "frequency", 'F', XB_OPT_UINT, &o.s.freq, "HZ", "samples per second per thread (default 997)", 1,
