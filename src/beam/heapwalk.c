@@ -594,7 +594,8 @@ int xb_heapwalk(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *o, st
 		}
 		res->kinds[res->nkinds++] = *K;
 	}
-	qsort(res->kinds, res->nkinds, sizeof(*res->kinds), by_words);
+	if (res->nkinds)
+		qsort(res->kinds, res->nkinds, sizeof(*res->kinds), by_words);
 	walk_free(w);
 	free(w);
 	return 0;

@@ -2,6 +2,7 @@
  * validated snapshots of processes.  See include/xb/proctab.h. */
 #define _GNU_SOURCE
 #include "xb/proctab.h"
+#include "xb/procmaps.h"
 #include "xb/common.h"
 #include "xb/term.h"
 
@@ -137,10 +138,23 @@ int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t)
 	if (off(t, XB_F_PTAB_FREE_ID_DATA) >= 0 &&
 	    xb_read_u64(&vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_FREE_ID_DATA), &fid) == 0)
 		t->free_id_data = fid != 0;
+	/* The slots are one array of the VM (erl_ptab.c: erts_ptab_init):
+	 * all of it inside one readable mapping, or the header read is
+	 * garbage (and we would allocate up to 1 GB for it). */
+	const struct xb_map *m = xb_maps_find(&vm->mem.maps, t->tab);
+	if (!m || !m->readable || t->tab + (uint64_t)t->max * 8 > m->end)
+		return xb_fail("the process table (erts_proc at 0x%llx) is implausible: %u slots at 0x%llx are "
+			       "not in one mapping of the VM", (unsigned long long)t->addr, t->max,
+			       (unsigned long long)t->tab);
 	t->slots = malloc((size_t)t->max * 8);
 	if (!t->slots)
 		return xb_fail("out of memory for %u process slots", t->max);
-	return xb_ptab_refresh(t);
+	if (xb_ptab_refresh(t) < 0) {
+		free(t->slots);
+		t->slots = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 int xb_ptab_refresh(struct xb_ptab *t)

@@ -356,7 +356,8 @@ static int mode_procs(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		vm_totals(vm, t, &tot);
 	else
 		tot.vm_why = "the VM exited";
-	qsort(rs.v, rs.n, sizeof(*rs.v), by_key);
+	if (rs.n) /* (qsort of NULL, 0: undefined) */
+		qsort(rs.v, rs.n, sizeof(*rs.v), by_key);
 	size_t n = o.top && o.top < rs.n ? o.top : rs.n;
 	struct xb_hs_proc *v = calloc(n ? n : 1, sizeof(*v));
 	int rc = -1;
@@ -429,7 +430,8 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		free(prev.v);
 		return 0;
 	}
-	qsort(prev.v, prev.n, sizeof(*prev.v), by_pid);
+	if (prev.n)
+		qsort(prev.v, prev.n, sizeof(*prev.v), by_pid);
 	uint64_t t0 = xb_now_ns();
 	xb_hs_write_growth_header(out, fmt);
 	unsigned done = 0;
@@ -447,7 +449,8 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 				(int)vm->pid, k, done, done == 1 ? "" : "s");
 			break;
 		}
-		qsort(cur.v, cur.n, sizeof(*cur.v), by_pid);
+		if (cur.n)
+			qsort(cur.v, cur.n, sizeof(*cur.v), by_pid);
 		struct grow *g = calloc(cur.n ? cur.n : 1, sizeof(*g));
 		if (!g) {
 			rc = xb_fail("out of memory");
@@ -474,7 +477,8 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 			x->d_msgq_bytes = (int64_t)c->msgq_bytes - (int64_t)p->msgq_bytes;
 			x->d_reds = (int64_t)c->reds - (int64_t)p->reds;
 		}
-		qsort(g, ng, sizeof(*g), by_growth);
+		if (ng)
+			qsort(g, ng, sizeof(*g), by_growth);
 		size_t n = 0;
 		while (n < ng && (!o.top || n < o.top) && (long_lived ? g[n].d_long : g[n].d_mem) > 0)
 			n++;
