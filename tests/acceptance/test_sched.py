@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_formats import frame_titles, check_svg_file, load_speedscope, pprof_traces  # noqa: E402
-from xbtest import (VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
                     wait_for)
 
 TOOL = "erlang-sample"
@@ -491,6 +491,7 @@ def check_long_calls(doc, all_truth, long_pid, short_pid, what):
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 @timeout(180)
+@asan("looking at blocked schedulers between drains")
 def test_long_calls_off_cpu(target):
     """A NIF that holds its scheduler off the CPU (nanosleep 30 ms, then a
     yield: blocking I/O's shape), which cpu-clock samples never see: the
@@ -603,6 +604,7 @@ def test_cpu_view_sees_threads_move(target):
 
 @per_vm(only=["stock", "otp25-emu-dwarf", "otp29-jit", "otp29-jit-stripped"])
 @timeout(120)
+@asan("a blocked scheduler's stacks, unwound from its system call")
 def test_pstack_shows_a_blocked_nif(target):
     """A NIF that sleeps (nanosleep: blocking I/O's shape) holds scheduler 1
     off the CPU: no sample ever lands there, yet --pstack does not call it
