@@ -16,6 +16,7 @@
 #include "xb/proctab.h"
 #include "xb/session.h"
 
+#include "xb/tasks.h"
 #include "xb/threadcpu.h"
 
 #include <stdlib.h>
@@ -27,6 +28,7 @@ struct seen {
 	char **frames;
 	unsigned n;
 	bool partial;
+	bool blocked; /* seen blocked off the CPU in a call, not in a sample */
 };
 
 struct dump_sink {
@@ -90,6 +92,7 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 	e->frames = frame_names(s, es);
 	e->n = e->frames ? es->n : 0;
 	e->partial = es->partial;
+	e->blocked = false;
 }
 
 /* Done once every normal scheduler was seen running a process or is
@@ -188,9 +191,38 @@ static bool wanted(const struct dump_sink *d, const uint32_t *slots, size_t nslo
 	return false;
 }
 
+/* A normal scheduler never seen running may be blocked off the CPU in a
+ * NIF or BIF of its process (a sleep, blocking I/O): that process's stack
+ * then, as --pstack shows it (xb_erlang_stack_blocked), when the thread
+ * was still blocked at the same place after it was read. */
+static void add_blocked(struct dump_sink *d, struct xb_session *s)
+{
+	static struct xb_estack es;
+	for (size_t i = 0; i < s->smp.nthreads && i < d->nsched; i++) {
+		const struct xb_thread *t = &s->smp.threads[i];
+		uint64_t sp, pc, sp2, pc2;
+		if (t->kind != 's' || t->dead || d->sched[i].seen || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc))
+			continue;
+		struct xb_unwind uw;
+		xb_unwind_blocked(&s->uw, t->tid, sp, pc, &uw);
+		xb_erlang_stack_blocked(&s->es, &uw, t->sched_no, &es);
+		if (es.status != XB_ES_OK || !es.c_p || !xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) ||
+		    sp2 != sp || pc2 != pc || find_seen(d, es.c_p) ||
+		    xb_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)) < 0)
+			continue;
+		struct seen *e = &d->v[d->n++];
+		e->c_p = es.c_p;
+		e->frames = frame_names(s, &es);
+		e->n = e->frames ? es.n : 0;
+		e->partial = false;
+		e->blocked = true;
+	}
+}
+
 static int write_dump(struct xb_sink *k, struct xb_session *s, FILE *f)
 {
 	struct dump_sink *d = (struct dump_sink *)k;
+	add_blocked(d, s);
 	struct xb_ptab t;
 	if (xb_ptab_open(&s->vm, &t) < 0)
 		return xb_fail("--dump: %s", xb_err());
@@ -234,7 +266,9 @@ static int write_dump(struct xb_sink *k, struct xb_session *s, FILE *f)
 			if (e) {
 				r.frames = e->frames;
 				r.n = e->n;
-				r.note = e->partial ? "running: only the innermost function could be read" : NULL;
+				r.note = e->partial   ? "running: only the innermost function could be read"
+					 : e->blocked ? "running: blocked off the CPU in a call it made (NIF or BIF)"
+						      : NULL;
 			} else {
 				r.note = "running: not caught by a sample";
 			}

@@ -610,7 +610,8 @@ def test_pstack_shows_a_blocked_nif(target):
     off the CPU: no sample ever lands there, yet --pstack does not call it
     idle: it shows the process, its native stack from the system call
     through the NIF, and its Erlang caller; scheduler 2, waiting for
-    work, stays idle."""
+    work, stays idle.  --dump shows that process's stack too (it is
+    running, and no sample ever catches it)."""
     d = tmpdir()
     lib = build_sched_nif(target, d)
     with VM(target, schedulers=2) as vm:
@@ -629,6 +630,16 @@ def test_pstack_shows_a_blocked_nif(target):
               "xb_sched_sleep_nif for xb_sleeper, called by xb_sched:sleep_loop/1 (3 looks)", r.out)
         check(re.search(r"^scheduler 2 \(tid \d+\): idle", r.out, re.M), "scheduler 2 is not idle", r.out)
         log("--pstack:\n" + "\n".join(r.out.splitlines()[:7]))
+        # --dump: the process is running, never in a sample; its stack all the same
+        for attempt in range(3):
+            rd = run_tool(TOOL, "--dump", "--format", "json", str(vm.pid), "xb_sleeper", timeout=60)
+            check(rd.rc == 0, "--dump failed", rd.describe())
+            dj = json.loads(rd.out)
+            if dj and "blocked off the CPU" in (dj[0].get("note") or ""):
+                break
+        check(len(dj) == 1 and dj[0]["status"] == "running" and dj[0]["stack"][:1] == ["xb_sched:sleep_loop/1"]
+              and "blocked off the CPU" in (dj[0].get("note") or ""),
+              "--dump xb_sleeper does not show it blocked under xb_sched:sleep_loop/1 (3 looks): %r" % dj)
 
 
 @per_vm()
