@@ -22,6 +22,8 @@
 #                   contains the address: every Erlang frame is named after
 #                   its neighbour
 #   exit0-bad-input the tools' usage / bad-value exits (return 2) return 0
+#   exit0-heapsample the same in erlang-heapsample alone (its own tests
+#                   must catch it, not erlang-sample's)
 #
 # Usage: tests/mutation-check.sh [MUTATION...]   (default: all)
 # Environment: XB_MUTATION_KEEP=1 keeps the scratch directory.
@@ -31,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-all=(compile-error no-samples neighbour exit0-bad-input)
+all=(compile-error no-samples neighbour exit0-bad-input exit0-heapsample)
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=("${all[@]}")
 
@@ -57,6 +59,7 @@ subset() {
         no-samples)      echo "--vm stock -k test_known_split -k test_interrupt_prints_results" ;;
         neighbour)       echo "--vm stock -k test_deep_pstack -k test_pstack_frames_at_their_addresses" ;;
         exit0-bad-input) echo "--vm stock -k test_bad_input -k test_badinput.test_perfmap_non_numeric_pid" ;;
+        exit0-heapsample) echo "--vm stock -k test_heapsample.test_bad_input" ;;
     esac
 }
 
@@ -101,9 +104,10 @@ mutate() {
         neighbour)
             f=$(find_src '^const struct xb_code \*xb_codemap_find\(')
             apply_sed "$f" 1 '/^const struct xb_code \*xb_codemap_find(/,/^}/ s/return &cm->v\[mid\];/return mid ? \&cm->v[mid - 1] : \&cm->v[mid];/' ;;
-        exit0-bad-input)
-            local n
-            for tool in erlang-sample erlang-write-perf-map; do
+        exit0-bad-input | exit0-heapsample)
+            local n tools=(erlang-sample erlang-write-perf-map)
+            [[ $1 == exit0-heapsample ]] && tools=(erlang-heapsample)
+            for tool in "${tools[@]}"; do
                 f=$(find "$tree/src" -name "$tool.c")
                 [[ -n $f && $(wc -l <<<"$f") -eq 1 ]] ||
                     die "MUTATION DOES NOT APPLY: no single src/**/$tool.c"
