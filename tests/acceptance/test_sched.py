@@ -347,9 +347,12 @@ def test_schedulers_busy_one_of_four(target):
             if s is not hot and s["samples"] >= 5:
                 check(s["states"]["scheduling"] >= 0.5, "idle scheduler %d not mostly scheduling: %r"
                       % (sid, s["states"]), detail)
-        # the table tells the same
+        # the table tells the same (its utilisation within 0.3 points: each
+        # output is a sink of its own, whose window on the kernel's CPU
+        # accounting opens and closes a moment apart from the other's;
+        # 100.1 % against 99.96 % once under ASan)
         row = re.search(r"^2\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%", table, re.M)
-        check(row and abs(float(row.group(1)) - 100 * hot["utilization"]) < 0.11 and
+        check(row and abs(float(row.group(1)) - 100 * hot["utilization"]) < 0.3 and
               int(row.group(4)) == hot["samples"] and abs(float(row.group(5)) - 100 * st["emulator"]) < 0.11,
               "the table's scheduler 2 row does not match the JSON", table)
         check(re.search(r"xb_busy \d+\.\d%", table), "the table does not name xb_busy", table)
