@@ -874,9 +874,12 @@ def test_pstack_wait(target):
         m = re.search(r"erlang-sample: ([0-9.]+) s; received", r.err)
         check(m and float(m.group(1)) < 2.0, "--pstack with one scheduler asleep sampled for %s s"
               % (m.group(1) if m else "?"), r.err)
-        check(len(re.findall(r"^scheduler \d \(tid \d+\): process <[0-9.]+> xb_split", r.out, re.M)) == 1
-              and len(re.findall(r"^scheduler \d \(tid \d+\): idle", r.out, re.M)) == 1,
-              "expected one scheduler running xb_split and one idle", r.out)
+        # (one running xb_split and the other idle; or both seen running it,
+        # when it moved between them during the run)
+        running = len(re.findall(r"^scheduler \d \(tid \d+\): process <[0-9.]+> xb_split", r.out, re.M))
+        idle = len(re.findall(r"^scheduler \d \(tid \d+\): idle", r.out, re.M))
+        check(running >= 1 and running + idle == 2, "expected xb_split running on a scheduler and the other "
+              "idle (or running it too)", r.out)
 
 
 @no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")
