@@ -501,8 +501,8 @@ def test_long_calls_off_cpu(target):
     scheduler is looked at between drains, and every such call is reported
     (off_cpu), with the NIF, its Erlang caller, the process and the
     scheduler, within one call the NIF measured (never two merged), with
-    bounds that hold its real length, most within [25, 35] ms; about one
-    per 30 ms of the run."""
+    bounds that hold its real length, most of those the machine did not
+    stretch within [25, 35] ms; about one per 30 ms of the run."""
     d = tmpdir()
     lib = build_sched_nif(target, d)
     with VM(target, schedulers=2) as vm:
@@ -516,7 +516,7 @@ def test_long_calls_off_cpu(target):
         others = [c for c in calls if c["pid"] != pid]
         check(not others, "long calls of other processes: %r" % others[:3])
         check(len(calls) >= 60, "only %d calls of 30 ms reported in 3 s" % len(calls), r.out[:3000])
-        bad, tight = [], 0
+        bad, tight, plain = [], 0, 0
         for c in calls:
             if not (c["function"] == "xb_sched_sleep_nif" and c["library"] == "xb_sched_nif.so" and
                     c["caller"] == "xb_sched:sleep_loop/1" and c["name"] == "xb_sleeper" and
@@ -530,11 +530,20 @@ def test_long_calls_off_cpu(target):
             real = (truth[inside[0]][1] - truth[inside[0]][0]) / 1e6
             if not (c["min_ms"] <= real + SLACK_NS / 1e6 and (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"])):
                 bad.append(("bounds [%s, %s] do not hold the real %.2f ms" % (c["min_ms"], c["max_ms"], real), c))
-            tight += c["max_ms"] is not None and 25 <= c["min_ms"] and c["max_ms"] <= 35
+            # The tight check is for calls the machine did not stretch (on a
+            # loaded machine the thread waits for a CPU after its sleep,
+            # inside the NIF's own measure and the upper bound alike).
+            if real <= 32:
+                plain += 1
+                tight += c["max_ms"] is not None and 25 <= c["min_ms"] and c["max_ms"] <= 35
         check(not bad, "%d of %d off-CPU calls wrong: %s" % (len(bad), len(calls), bad[:3]))
-        check(tight >= 0.8 * len(calls), "only %d of %d calls have bounds within [25, 35] ms" % (tight, len(calls)))
-        log("%d calls of the sleeping NIF reported off CPU, each within one measured call, %d within [25, 35] ms; "
-            "e.g. [%.2f, %s] ms" % (len(calls), tight, calls[0]["min_ms"], calls[0]["max_ms"]))
+        check(plain >= 10, "only %d of %d calls were not stretched by the machine: nothing to check the "
+              "bounds' tightness on" % (plain, len(calls)))
+        check(tight >= 0.8 * plain, "only %d of %d calls (unstretched) have bounds within [25, 35] ms"
+              % (tight, plain))
+        log("%d calls of the sleeping NIF reported off CPU, each within one measured call; of the %d not "
+            "stretched, %d within [25, 35] ms; e.g. [%.2f, %s] ms" % (len(calls), plain, tight, calls[0]["min_ms"],
+                                                                    calls[0]["max_ms"]))
 
 
 def fifty_calls(calls, truth):
