@@ -156,34 +156,44 @@ def test_thread_churn():
 
 
 @per_vm(only=["otp25-emu-dwarf"])
-@timeout(120)
+@timeout(150)
 @no_asan("ASan's quarantine grows RSS by design; memory safety is checked elsewhere")
 def test_memory_flat_per_sample(target):
     """Nothing grows per sample (issue 11: the skid array grew 8 bytes per
-    sample, ~0.5 GB/hour on a big VM): 20 s at 4 kHz on the interpreter,
+    sample, ~0.5 GB/hour on a big VM): 25 s at 4 kHz on the interpreter,
     where every sample reads live and records its skid, perf path; the
-    tool's RSS from 5 s on grows by less than 256 KB while ~70,000 samples
-    arrive (8 bytes each would be 560 KB; measured: flat to the KB)."""
+    tool's RSS from 5 s on grows by less than 256 KB while at least 40,000
+    samples arrive (8 bytes each would be 320 KB; measured: flat to the
+    KB); 50 s instead where a loaded machine gives fewer samples."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         vm.eval("xb_deep:start()")
         time.sleep(0.5)
-        seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf", "-d", "20",
-                                      "-t", "5", str(vm.pid)], 19, 1, timeout=60)
-        check(rc == 0, "exit %s" % rc, err[-2000:])
-        st = re.search(r"received (\d+), processed (\d+)", err)
-        check(st and int(st.group(2)) >= 60000, "only %s samples processed in 20 s at 4 kHz"
-              % (st.group(2) if st else "?"), err[-2000:])
+        # 25 s; on a loaded machine (the VM gets less CPU, so fewer
+        # samples) once more for 50 s
+        for secs in (25, 50):
+            seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf", "-d",
+                                          str(secs), "-t", "5", str(vm.pid)], secs - 1, 1, timeout=60)
+            check(rc == 0, "exit %s" % rc, err[-2000:])
+            st = re.search(r"received (\d+), processed (\d+)", err)
+            check(st, "no -v statistics", err[-2000:])
+            after = [s for s in seen if s[0] >= 5]
+            # samples in the measured window, in proportion
+            n_window = int(st.group(2)) * (after[-1][0] - after[0][0]) / secs if len(after) >= 2 else 0
+            if n_window >= 40000:
+                break
+            log("%d s: only %s samples (%.0f in the measured window): again, longer" % (secs, st.group(2), n_window))
+        check(n_window >= 40000, "only %.0f samples in the measured window at 4 kHz (needed 40,000: 8 bytes "
+              "each is 320 KB)" % n_window, err[-2000:])
         nl = re.search(r"no live read (\d+)", err)
         check(nl, "no 'no live read' counter in -v", err[-2000:])
         live = int(st.group(2)) - int(nl.group(1))
         check(live >= 0.5 * int(st.group(2)), "only %d of %s samples read live: not what this measures"
               % (live, st.group(2)), err[-2000:])
-        after = [s for s in seen if s[0] >= 5]
         check(len(after) >= 10, "only %d measurements" % len(after))
         grew = after[-1][1] - after[0][1]
-        check(grew < 256, "RSS grew %d KB from %.0f s to %.0f s (%s samples in all): %s"
-              % (grew, after[0][0], after[-1][0], st.group(2), [s[1] for s in after]))
+        check(grew < 256, "RSS grew %d KB from %.0f s to %.0f s (%.0f samples meanwhile): %s"
+              % (grew, after[0][0], after[-1][0], n_window, [s[1] for s in after]))
         log("%s samples (%d read live): RSS %d KB at %.0f s, %d KB at %.0f s"
             % (st.group(2), live, after[0][1], after[0][0], after[-1][1], after[-1][0]))
 
