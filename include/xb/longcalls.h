@@ -48,6 +48,8 @@ struct xb_long_call {
 	uint64_t min_ns, max_ns;  /* bounds of its length; max_ns UINT64_MAX: unknown */
 	unsigned samples;         /* samples in it (off_cpu: observations) */
 	bool off_cpu;             /* seen blocked off the CPU, not sampled on it */
+	uint64_t c_p;             /* its identity: process and call (struct xb_call_id) */
+	struct xb_call_id id;
 };
 
 /* Per thread: every run of samples in one call, long or not. */
@@ -78,8 +80,11 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
  * kept when its lower bound reaches the threshold, counted in its
  * thread's stats.  0, or -1 when memory runs out. */
 int xb_lc_add_call(struct xb_longcalls *lc, const struct xb_long_call *c);
-/* Sampling stopped: close the open runs (no upper bound), sort the calls
- * longest first (lower bound, then upper). */
+/* Sampling stopped: close the open runs (no upper bound), merge a call
+ * seen both on the CPU (samples) and off it (xb_lc_add_call) into one (the
+ * same thread, process, function and identity: the same call; its lower
+ * bound the span of both, its upper the tighter of the two), sort the
+ * calls longest first (lower bound, then upper). */
 void xb_lc_finish(struct xb_longcalls *lc);
 const struct xb_lc_stats *xb_lc_stats_of(const struct xb_longcalls *lc, int thread);
 

@@ -117,6 +117,17 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 void xb_session_report_stats(const struct xb_session *s, FILE *f);
 /* --skid-summary. */
 void xb_session_report_skid(const struct xb_session *s, FILE *f);
+/* Normal scheduler thread T, not on a CPU: is it blocked off the CPU in a
+ * NIF or BIF called by its current process (a sleep, blocking I/O, a
+ * lock)?  Then *UW (its native stack, unwound from the system call it
+ * waits in) and *ES (the process and its Erlang stack,
+ * xb_erlang_stack_blocked), read while it stayed blocked at the same
+ * place in the same call (the same current process, c_p->fcalls and
+ * c_p->reds before and after: another call to the same NIF would block
+ * at the same place), and true.  A scheduler waiting for work (no current
+ * process) costs one read. */
+bool xb_session_blocked_call(struct xb_session *s, const struct xb_thread *t, struct xb_unwind *uw,
+			     struct xb_estack *es);
 /* Frees everything, sinks included. */
 void xb_session_close(struct xb_session *s);
 

@@ -64,6 +64,10 @@ bool xb_task_blocked_at(pid_t pid, pid_t tid, uint64_t *sp, uint64_t *pc)
 	if (n <= 0)
 		return false;
 	buf[n] = 0;
+	/* "NR ARGS... SP PC" in a system call; "-1 SP PC" blocked outside
+	 * one (a page fault: not a call that waits); "running" */
+	if (buf[0] < '0' || buf[0] > '9')
+		return false;
 	unsigned long long a = 0, b = 0;
 	char *p = strrchr(buf, ' ');
 	if (!p || sscanf(p, " %llx", &b) != 1)

@@ -1145,6 +1145,7 @@ void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term
 void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 			     struct xb_estack *out)
 {
+	struct xb_vm *vm = st->vm;
 	out->status = XB_ES_NO_PROCESS;
 	out->why = NULL;
 	out->n = out->nexact = 0;
@@ -1156,7 +1157,13 @@ void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, i
 	out->pid[0] = out->regname[0] = 0;
 	memset(&out->call, 0, sizeof(out->call));
 	memset(out->initial, 0, sizeof(out->initial));
-	if (uw->stop != XB_UW_REACHED_ERLANG || sched_no <= 0)
+	/* native frames (the call and its system call) down to Erlang code */
+	if (uw->stop != XB_UW_REACHED_ERLANG || sched_no <= 0 || uw->n == 0 || uw->erlang_pc_exact)
+		return;
+	bool emu = vm->flavor == XB_FLAVOR_EMU;
+	/* The interpreter's scheduler waits inside erts_schedule, called
+	 * from process_main, sometimes before it clears current_process. */
+	if (emu && emu_scheduling(st, uw))
 		return;
 	/* An idle scheduler waits with no current process (erts_schedule
 	 * cleared it): only a blocked call has one. */
@@ -1169,21 +1176,37 @@ void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, i
 		out->why = "the scheduler's current process is not a process";
 		return;
 	}
-	if (p.stop % 8 || p.stop < p.heap || p.stop > p.hend) {
+	/* The code the native frames return to: in the JIT, the NIF's or
+	 * BIF's own function or a shared fragment (no frame of its own), which
+	 * must be in the code map (else its caller would be blamed: jit());
+	 * in the interpreter, process_main (no frame). */
+	const struct xb_code *here = lookup(st, uw->erlang_pc - 1);
+	if (!emu && !here) {
 		out->status = XB_ES_BAD;
-		out->why = "the blocked process's saved stack pointer is not in its heap";
+		out->why = "JIT code not in the code map yet";
 		return;
 	}
-	/* The JIT code the native frames return to: the NIF's or BIF's own
-	 * function, or a shared fragment (then no frame of its own). */
-	uint64_t pc = uw->erlang_pc_exact ? uw->erlang_pc : uw->erlang_pc - 1;
-	const struct xb_code *here = lookup(st, pc);
 	if (here && strcmp(here->name, "global::process_main") == 0)
 		return; /* the scheduler loop itself: no call for a process */
+	/* Where E was left: as for a sample in C code (jit(): a call site
+	 * that keeps E in E_saved leaves c_p->stop stale); the interpreter
+	 * stores it in c_p->stop before every call (SWAPOUT). */
+	uint64_t E = p.stop;
+	if (!emu && st->cm->frame_layout == 0 && leave_kind(st, uw->erlang_pc) == LEAVE_E_SAVED &&
+	    !reg(uw, st->regs.E_saved, &E)) {
+		out->status = XB_ES_BAD;
+		out->why = "E_saved register not recovered";
+		return;
+	}
+	if (E % 8 || E < p.heap || E > p.hend) {
+		out->status = XB_ES_BAD;
+		out->why = "the blocked process's stack pointer is not in its heap";
+		return;
+	}
 	out->c_p = c_p;
 	identify(st, &p, out);
 	push(st, out, here, uw->erlang_pc, false);
-	walk(st, p.stop, p.hend, out);
+	walk(st, E, p.hend, out);
 	out->status = XB_ES_OK;
 }
 

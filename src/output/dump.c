@@ -197,18 +197,12 @@ static bool wanted(const struct dump_sink *d, const uint32_t *slots, size_t nslo
  * was still blocked at the same place after it was read. */
 static void add_blocked(struct dump_sink *d, struct xb_session *s)
 {
+	static struct xb_unwind uw;
 	static struct xb_estack es;
 	for (size_t i = 0; i < s->smp.nthreads && i < d->nsched; i++) {
 		const struct xb_thread *t = &s->smp.threads[i];
-		uint64_t sp, pc, sp2, pc2;
-		if (t->kind != 's' || t->dead || d->sched[i].seen || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc))
-			continue;
-		struct xb_unwind uw;
-		xb_unwind_blocked(&s->uw, t->tid, sp, pc, &uw);
-		xb_erlang_stack_blocked(&s->es, &uw, t->sched_no, &es);
-		if (es.status != XB_ES_OK || !es.c_p || !xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) ||
-		    sp2 != sp || pc2 != pc || find_seen(d, es.c_p) ||
-		    xb_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)) < 0)
+		if (t->kind != 's' || t->dead || d->sched[i].seen || !xb_session_blocked_call(s, t, &uw, &es) ||
+		    !es.n || find_seen(d, es.c_p) || xb_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)) < 0)
 			continue;
 		struct seen *e = &d->v[d->n++];
 		e->c_p = es.c_p;

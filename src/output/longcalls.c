@@ -101,6 +101,8 @@ static int close_run(struct xb_longcalls *lc, int thread, struct xb_lc_run *r, u
 	c->max_ns = hi;
 	c->samples = r->samples;
 	c->off_cpu = false;
+	c->c_p = r->c_p;
+	c->id = r->id;
 	return 0;
 }
 
@@ -212,11 +214,55 @@ static int cmp_calls(const void *a, const void *b)
 	return x->first_ns < y->first_ns ? -1 : x->first_ns > y->first_ns;
 }
 
+/* Off-CPU call C is on-CPU call D (the same call: both identities
+ * known and equal)? */
+static bool same_long_call(const struct xb_long_call *c, const struct xb_long_call *d)
+{
+	return c->thread == d->thread && c->c_p == d->c_p && c->fn == d->fn && c->id.have && d->id.have &&
+	       c->id.fcalls == d->id.fcalls && c->id.reds == d->id.reds;
+}
+
+static void merge_off_cpu(struct xb_longcalls *lc)
+{
+	bool any = false;
+	for (size_t i = 0; i < lc->ncalls; i++) {
+		struct xb_long_call *c = &lc->calls[i];
+		if (!c->off_cpu)
+			continue;
+		for (size_t j = 0; j < lc->ncalls; j++) {
+			struct xb_long_call *d = &lc->calls[j];
+			if (d->off_cpu || !same_long_call(c, d))
+				continue;
+			if (c->first_ns < d->first_ns)
+				d->first_ns = c->first_ns;
+			if (c->last_ns > d->last_ns)
+				d->last_ns = c->last_ns;
+			d->min_ns = d->last_ns - d->first_ns;
+			if (c->max_ns < d->max_ns)
+				d->max_ns = c->max_ns;
+			d->samples += c->samples;
+			if ((size_t)c->thread < lc->nthreads && lc->stats[c->thread].calls)
+				lc->stats[c->thread].calls--; /* counted twice */
+			c->samples = UINT32_MAX; /* merged: dropped below */
+			any = true;
+			break;
+		}
+	}
+	if (!any)
+		return;
+	size_t out = 0;
+	for (size_t i = 0; i < lc->ncalls; i++)
+		if (!(lc->calls[i].off_cpu && lc->calls[i].samples == UINT32_MAX))
+			lc->calls[out++] = lc->calls[i];
+	lc->ncalls = out;
+}
+
 void xb_lc_finish(struct xb_longcalls *lc)
 {
 	for (size_t i = 0; i < lc->nthreads; i++)
 		if (lc->runs[i].open)
 			close_run(lc, (int)i, &lc->runs[i], 0, false);
+	merge_off_cpu(lc);
 	if (lc->ncalls)
 		qsort(lc->calls, lc->ncalls, sizeof(*lc->calls), cmp_calls);
 }

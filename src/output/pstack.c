@@ -198,19 +198,16 @@ static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
 
 /* A scheduler never seen on a CPU may not be idle: it may be blocked off
  * the CPU in a NIF or BIF of the process it runs (a sleep, blocking I/O,
- * a lock): its stack from the system call down to Erlang code, and that
- * process (xb_erlang_stack_blocked).  True, with E filled, when so and
- * the thread was still blocked at the same place after its stacks were
- * read (else the stacks may mix two moments: not shown). */
+ * a lock): its stacks then (xb_session_blocked_call), into E only when
+ * so (E may hold a sample that said otherwise). */
 static bool blocked_in_call(struct xb_session *s, const struct xb_thread *t, struct entry *e)
 {
-	unsigned long long sp, pc, sp2, pc2;
-	if (!blocked_at(s, t->tid, &sp, &pc))
+	static struct xb_unwind uw;
+	static struct xb_estack es;
+	if (!xb_session_blocked_call(s, t, &uw, &es))
 		return false;
-	xb_unwind_blocked(&s->uw, t->tid, sp, pc, &e->uw);
-	xb_erlang_stack_blocked(&s->es, &e->uw, t->sched_no, &e->es);
-	if (e->es.status != XB_ES_OK || !blocked_at(s, t->tid, &sp2, &pc2) || sp2 != sp || pc2 != pc)
-		return false;
+	e->uw = uw;
+	e->es = es;
 	e->jit_here = NULL;
 	return true;
 }

@@ -97,17 +97,22 @@ struct pinfo {
 /* A normal scheduler watched for calls that hold it off the CPU (a NIF
  * or BIF that sleeps, blocks in I/O or on a lock): cpu-clock samples
  * never land there, so the thread is looked at between drains instead
- * (poll_blocked). */
+ * (poll_blocked).  Each look reads the scheduler's current process and
+ * its call identity (c_p->fcalls, c_p->reds: stored when a NIF or BIF is
+ * called, so another call has another one); a run of looks with the same
+ * reading may hold one call, never two. */
 struct blocked {
-	bool active;           /* in a call, seen blocked in it */
-	uint64_t sp, pc;       /* where it is blocked (its system call) */
-	uint64_t c_p;
-	struct xb_call_id id;
+	/* the current run of looks with one reading */
+	bool run_have;           /* a current process (else: none, idle) */
+	uint64_t run_c_p;
+	struct xb_call_id run_id;
+	uint64_t run_before_ns;  /* the look before the run (0: none) */
+	uint64_t last_look_ns;
+	/* the call found blocked in this run */
+	bool active;
 	uint32_t fn, caller;
 	char pid[32], name[256];
 	uint64_t first_ns, last_ns; /* first and last look that saw it blocked in the call */
-	uint64_t before_ns;    /* the look before the first (0: none) */
-	uint64_t last_look_ns; /* the last look at the thread */
 	unsigned looks;
 };
 
@@ -892,9 +897,10 @@ static struct blocked *blocked_of(struct sched_sink *ss, size_t ti)
 	return &ss->bl[ti];
 }
 
-/* The call B was in is over, seen at NOW (0: sampling stopped, the end
- * unknown): lower bound from its first to its last look, upper from the
- * look before to NOW. */
+/* The call B was in is over, proven at NOW by a look with another
+ * reading (0: sampling stopped, the end unknown): lower bound from its
+ * first to its last blocked look, upper from the look before its run of
+ * looks to NOW. */
 static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, uint64_t now)
 {
 	if (!b->active)
@@ -907,9 +913,11 @@ static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, u
 		.first_ns = b->first_ns,
 		.last_ns = b->last_ns,
 		.min_ns = b->last_ns - b->first_ns,
-		.max_ns = now && b->before_ns ? now - b->before_ns : UINT64_MAX,
+		.max_ns = now && b->run_before_ns ? now - b->run_before_ns : UINT64_MAX,
 		.samples = b->looks,
 		.off_cpu = true,
+		.c_p = b->run_c_p,
+		.id = b->run_id,
 	};
 	snprintf(c.pid, sizeof(c.pid), "%s", b->pid);
 	snprintf(c.name, sizeof(c.name), "%s", b->name);
@@ -917,22 +925,19 @@ static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, u
 		ss->failed = true;
 }
 
-/* Thread TI, blocked at (SP, PC): in a NIF or BIF of its process?  Then
- * B holds the call, found at NOW. */
-static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti, struct blocked *b,
-			 uint64_t sp, uint64_t pc, uint64_t now)
+/* Thread TI, its run of looks in a call of its current process: blocked
+ * in it now?  Then the call is named and classified as a sample there
+ * would be, and B holds it from NOW on. */
+static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti, struct blocked *b, uint64_t now)
 {
 	const struct xb_thread *t = &s->smp.threads[ti];
-	struct xb_unwind uw;
-	struct xb_estack es;
-	xb_unwind_blocked(&s->uw, t->tid, sp, pc, &uw);
-	xb_erlang_stack_blocked(&s->es, &uw, t->sched_no, &es);
-	uint64_t sp2, pc2;
-	if (es.status != XB_ES_OK || !es.c_p || !es.call.have ||
-	    !xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) || sp2 != sp || pc2 != pc)
+	static struct xb_unwind uw;
+	static struct xb_estack es;
+	if (!xb_session_blocked_call(s, t, &uw, &es) || es.c_p != b->run_c_p || es.call.fcalls != b->run_id.fcalls ||
+	    es.call.reds != b->run_id.reds)
 		return;
-	/* named and classified as a sample there would be */
-	struct xb_sample smp = { .tid = t->tid, .time_ns = now, .ip = pc, .thread = (int)ti, .cpu = -1 };
+	struct xb_sample smp = { .tid = t->tid, .time_ns = now, .ip = uw.n ? uw.pcs[0] : 0, .thread = (int)ti,
+				 .cpu = -1 };
 	uint32_t ids[XB_MAX_FRAMES], nnative;
 	uint32_t n = xb_frames_ids(&s->fr, &smp, &uw, &es, ids, &nnative);
 	struct xb_rsample rs = { &smp, t, &uw, &es, ids, n, nnative };
@@ -943,20 +948,22 @@ static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti,
 		return;
 	char name[256];
 	const char *pname = xb_process_name(&s->vm, &es, name, sizeof(name));
-	*b = (struct blocked){ .active = true, .sp = sp, .pc = pc, .c_p = es.c_p, .id = es.call,
-			       .fn = ids[st.fn], .caller = caller_of(&s->prof, &rs),
-			       .first_ns = now, .last_ns = now, .before_ns = b->last_look_ns,
-			       .last_look_ns = now, .looks = 1 };
+	b->active = true;
+	b->fn = ids[st.fn];
+	b->caller = caller_of(&s->prof, &rs);
+	b->first_ns = b->last_ns = now;
+	b->looks = 1;
 	snprintf(b->pid, sizeof(b->pid), "%s", es.pid);
 	snprintf(b->name, sizeof(b->name), "%s", pname);
 }
 
-/* Between drains: each normal scheduler blocked in a system call is in a
- * call of its process or waits for work (no current process).  A call is
- * followed by its place (sp, pc) and its identity (c_p, c_p->fcalls,
- * c_p->reds: two calls in a row differ in fcalls), never merged with the
- * next.  Found only by looking, so a call shorter than two looks is not
- * seen; its bounds come from the looks around it. */
+/* Between drains, each normal scheduler: one read of its current process
+ * and call identity (a scheduler waiting for work has none and costs no
+ * more); when it is in a call and blocked in a system call, the call is
+ * found (an unwind, once per call) or its last look moves on.  A look
+ * that reads another identity ends the run and the call in it; a look
+ * that finds the thread on a CPU ends nothing (the same NIF may compute
+ * between two sleeps).  A call shorter than two looks is not seen. */
 static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 {
 	struct sched_sink *ss = (struct sched_sink *)k;
@@ -973,20 +980,27 @@ static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 			ss->failed = true;
 			return;
 		}
-		uint64_t sp, pc, c_p;
-		struct xb_call_id id;
-		bool blocked = xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc);
-		if (blocked && b->active && sp == b->sp && pc == b->pc &&
-		    xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) == 0 && c_p == b->c_p &&
-		    id.fcalls == b->id.fcalls && id.reds == b->id.reds) {
-			b->last_ns = b->last_look_ns = now;
-			b->looks++;
-			continue;
+		uint64_t c_p = 0, sp, pc;
+		struct xb_call_id id = { 0 };
+		bool have = xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) == 0;
+		bool same = b->last_look_ns && have == b->run_have &&
+			    (!have || (c_p == b->run_c_p && id.fcalls == b->run_id.fcalls && id.reds == b->run_id.reds));
+		if (!same) {
+			blocked_close(ss, ti, b, now);
+			b->run_before_ns = b->last_look_ns;
+			b->run_have = have;
+			b->run_c_p = c_p;
+			b->run_id = id;
 		}
-		blocked_close(ss, ti, b, now);
-		if (blocked)
-			blocked_open(ss, s, ti, b, sp, pc, now);
 		b->last_look_ns = now;
+		if (!have || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc))
+			continue;
+		if (b->active) {
+			b->last_ns = now;
+			b->looks++;
+		} else {
+			blocked_open(ss, s, ti, b, now);
+		}
 	}
 }
 

@@ -3,6 +3,7 @@
 #include "xb/session.h"
 #include "xb/bpf_capture.h"
 #include "xb/common.h"
+#include "xb/tasks.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -681,3 +682,20 @@ void xb_session_close(struct xb_session *s)
 		s->attached = false;
 	}
 }
+
+bool xb_session_blocked_call(struct xb_session *s, const struct xb_thread *t, struct xb_unwind *uw,
+			     struct xb_estack *es)
+{
+	uint64_t c_p, c_p2, sp, pc, sp2, pc2;
+	struct xb_call_id id, id2;
+	if (t->kind != 's' || t->sched_no <= 0 || xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) < 0 ||
+	    !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc))
+		return false;
+	xb_unwind_blocked(&s->uw, t->tid, sp, pc, uw);
+	xb_erlang_stack_blocked(&s->es, uw, t->sched_no, es);
+	return es->status == XB_ES_OK && es->c_p == c_p && es->call.have && es->call.fcalls == id.fcalls &&
+	       es->call.reds == id.reds && xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) && sp2 == sp &&
+	       pc2 == pc && xb_blocked_call_id(&s->es, t->sched_no, &c_p2, &id2) == 0 && c_p2 == c_p &&
+	       id2.fcalls == id.fcalls && id2.reds == id.reds;
+}
+

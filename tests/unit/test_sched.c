@@ -200,6 +200,44 @@ static void t_lc_open_ends(void)
 	xb_lc_free(&lc);
 }
 
+/* A call seen computing (samples, 0..10 ms) and then blocked off the CPU
+ * (looks, 12..40 ms) with the same identity is one call: merged, lower
+ * bound over both, the tighter upper bound; another identity is not. */
+static void t_lc_off_cpu_merge(void)
+{
+	struct xb_longcalls lc;
+	xb_lc_init(&lc, 2 * MS);
+	struct xb_call_id id = { 10, 20, true, true, true };
+	for (int i = 0; i <= 10; i++) {
+		struct xb_lc_sample ls = { .t = (uint64_t)(i + 1) * MS, .in_call = true, .c_p = 1, .fn = 2, .id = id,
+					   .caller = XB_LC_NONE, .pid = "", .name = "" };
+		xb_lc_add(&lc, 3, &ls);
+	}
+	struct xb_long_call off = { .fn = 2, .caller = XB_LC_NONE, .thread = 3, .first_ns = 12 * MS, .last_ns = 40 * MS,
+				    .min_ns = 28 * MS, .max_ns = 45 * MS, .samples = 15, .off_cpu = true, .c_p = 1,
+				    .id = id };
+	CHECK(xb_lc_add_call(&lc, &off) == 0, "add_call");
+	struct xb_long_call other = off;
+	other.id.fcalls = 9; /* the next call */
+	other.first_ns = 50 * MS;
+	other.last_ns = 60 * MS;
+	other.min_ns = 10 * MS;
+	other.max_ns = 14 * MS;
+	CHECK(xb_lc_add_call(&lc, &other) == 0, "add_call");
+	xb_lc_finish(&lc);
+	CHECK(lc.ncalls == 2, "%zu calls (expected the merged one and the other)", lc.ncalls);
+	const struct xb_long_call *m = lc.ncalls ? &lc.calls[0] : NULL;
+	CHECK(m && !m->off_cpu && m->first_ns == 1 * MS && m->last_ns == 40 * MS && m->min_ns == 39 * MS &&
+		      m->max_ns == 45 * MS,
+	      "merged: first %llu last %llu min %llu max %llu", m ? (unsigned long long)m->first_ns : 0ull,
+	      m ? (unsigned long long)m->last_ns : 0ull, m ? (unsigned long long)m->min_ns : 0ull,
+	      m ? (unsigned long long)m->max_ns : 0ull);
+	CHECK(lc.ncalls == 2 && lc.calls[1].off_cpu && lc.calls[1].id.fcalls == 9, "the other call kept as it was");
+	CHECK(xb_lc_stats_of(&lc, 3)->calls == 2, "thread stats count %llu calls, not 2",
+	      (unsigned long long)xb_lc_stats_of(&lc, 3)->calls);
+	xb_lc_free(&lc);
+}
+
 /* ---- --by: the grouped table ---- */
 
 static void t_grouped_table(void)
@@ -354,6 +392,7 @@ void sched_cases(void)
 	run_case("longcalls_new_slice_same_fcalls", t_lc_new_slice_same_fcalls);
 	run_case("longcalls_live_reads_never_merge", t_lc_live_reads_never_merge);
 	run_case("longcalls_open_ends", t_lc_open_ends);
+	run_case("longcalls_off_cpu_merge", t_lc_off_cpu_merge);
 	run_case("by_grouped_table", t_grouped_table);
 	run_case("states_of_samples", t_states);
 }
