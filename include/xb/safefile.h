@@ -39,8 +39,10 @@ struct xb_cred;
 /* The whole of a small file, opened by xb_safe_open: malloc'd, NUL
  * terminated, *LEN (may be NULL) its length.  With READER (may be NULL),
  * only a file those credentials could read themselves (xb_cred_can_read,
- * and xb_cred_can_search on every directory on the way): root reading on
- * behalf of a process must not read what it could not.
+ * and xb_cred_can_search on every directory on the way; run as root, the
+ * file is then read by a child process holding READER's file-system
+ * identity, so that the kernel decides: symlinked directories, ACLs):
+ * root reading on behalf of a process must not read what it could not.
  * NULL with xb_fail. */
 char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
 		    const struct xb_cred *reader, size_t *len);

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/wait.h>
+#include <sys/fsuid.h>
+#include <grp.h>
 
 /* Kernels before 5.6 have no openat2: walk the path one component at a
  * time with O_PATH | O_NOFOLLOW instead, refusing every symlink and any
@@ -166,6 +169,91 @@ static bool dirs_searchable(int dirfd, const char *path, unsigned flags, const s
 	return true;
 }
 
+/* Root reading for another user: open and read PATH in a child process
+ * that holds READER's file-system identity (setgroups, setfsgid,
+ * setfsuid: from fsuid 0 to another, the kernel drops CAP_DAC_OVERRIDE
+ * and CAP_DAC_READ_SEARCH, capabilities(7)), so that the kernel itself
+ * decides, as for the target: every directory on the way, symlinks
+ * included, the file's mode and ACLs.  The content comes back through a
+ * pipe; the child's exit status is 0 or the errno that refused it. */
+static char *slurp_as(int dirfd, const char *path, size_t max_size, unsigned flags, const struct xb_cred *r,
+		      size_t *len)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return xb_fail("pipe: %s", strerror(errno)), NULL;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		errno = e;
+		return xb_fail("fork: %s", strerror(e)), NULL;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		if (setgroups(r->ngroups, r->groups) < 0 || setfsgid(r->gid) < 0 || setfsuid(r->uid) < 0 ||
+		    (uid_t)setfsuid((uid_t)-1) != r->uid || (gid_t)setfsgid((gid_t)-1) != r->gid)
+			_exit(EPERM);
+		struct stat st;
+		int fd = xb_safe_open(dirfd, path, max_size, flags, &st);
+		if (fd < 0) {
+			int e = errno ? errno : EACCES;
+			const char *m = xb_err();
+			ssize_t w = write(pfd[1], m, strlen(m));
+			(void)w;
+			_exit(e & 0xff ? e & 0xff : EACCES);
+		}
+		char buf[4096];
+		size_t total = 0;
+		for (;;) {
+			ssize_t n = read(fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				_exit(EIO);
+			if (n == 0)
+				break;
+			total += (size_t)n;
+			if (total > max_size)
+				_exit(EFBIG);
+			for (ssize_t off = 0; off < n;) {
+				ssize_t w = write(pfd[1], buf + off, (size_t)(n - off));
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					_exit(EIO);
+				off += w;
+			}
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	size_t n = 0;
+	char *b = xb_read_fd(pfd[0], max_size + 512, &n, path);
+	close(pfd[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+	if (code != 0 || !b) {
+		if (code == 0)
+			code = EIO;
+		xb_fail("%.*s", b ? (int)n : 0, b ? b : "");
+		if (!b || !n)
+			xb_fail("%s: %s", path, strerror(code));
+		free(b);
+		if (code == EACCES || code == EPERM)
+			xb_fail("%s: the target process (uid %u) could not read it itself (refused)", path,
+				(unsigned)r->uid);
+		errno = code;
+		return NULL;
+	}
+	if (len)
+		*len = n;
+	return b;
+}
+
 char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags,
 		    const struct xb_cred *reader, size_t *len)
 {
@@ -186,6 +274,12 @@ char *xb_safe_slurp(int dirfd, const char *path, size_t max_size, unsigned flags
 		xb_fail("%s: the target process (uid %u) could not read it itself (refused)", path,
 			(unsigned)reader->uid);
 		return NULL;
+	}
+	/* The bits say yes; as root, the kernel decides too, as the target
+	 * (symlinked directories, ACLs): the file read as READER. */
+	if (reader && reader->uid != 0 && geteuid() == 0) {
+		close(fd);
+		return slurp_as(dirfd, path, max_size, flags, reader, len);
 	}
 	char *b = xb_read_fd(fd, max_size, len, path);
 	int e = errno;

@@ -145,6 +145,19 @@ static void t_safefile(void)
 	chmod(p, 0700);
 	slurp_as(root, "rel/ok", &nobody, false, "the root directory itself must be searchable");
 	chmod(p, 0755);
+	/* a directory reached through a symlink: the one it passes through
+	 * must be searchable too (the kernel decides, as the reader) */
+	snprintf(p, sizeof(p), "%s/root/priv", tmp);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/root/priv/app", tmp);
+	mkdir(p, 0755);
+	mkfile("root/priv/app/ver", "25.2.3\n");
+	snprintf(p, sizeof(p), "%s/root/pub", tmp);
+	CHECK(symlink("priv/app", p) == 0, "symlink");
+	slurp_as(root, "pub/ver", &nobody, false, "a file behind a symlink into another user's 0700 directory");
+	snprintf(p, sizeof(p), "%s/root/priv", tmp);
+	chmod(p, 0711);
+	slurp_as(root, "pub/ver", &nobody, true, "the same once that directory is searchable");
 	snprintf(p, sizeof(p), "%s/root/rel", tmp);
 	chmod(p, 0755);
 	if (root >= 0)
