@@ -45,6 +45,15 @@ def build_sched_nif(target, outdir):
     return so[:-3]
 
 
+def start_sleeper(vm, target, us):
+    """xb_sleeper on scheduler 1, sleeping US microseconds in a NIF per
+    call (xb_sched:sleep_nif); its pid as text."""
+    vm.eval('ok = xb_sched_nif:load("%s")' % build_sched_nif(target, tmpdir()))
+    pid = vm.eval("pid_to_list(xb_sched:sleep_nif(%d))" % us).strip().strip('"')
+    time.sleep(0.3)
+    return pid
+
+
 def sample(vm, *args, timeout=90):
     r = run_tool(TOOL, *(list(args) + [str(vm.pid)]), timeout=timeout)
     check(r.rc == 0 and not r.timed_out, "erlang-sample %s failed (exit %s)" % (" ".join(args), r.rc),
@@ -503,12 +512,8 @@ def test_long_calls_off_cpu(target):
     scheduler, within one call the NIF measured (never two merged), with
     bounds that hold its real length, most of those the machine did not
     stretch within [25, 35] ms; about one per 30 ms of the run."""
-    d = tmpdir()
-    lib = build_sched_nif(target, d)
     with VM(target, schedulers=2) as vm:
-        vm.eval('ok = xb_sched_nif:load("%s")' % lib)
-        pid = vm.eval("pid_to_list(xb_sched:sleep_nif(30000))").strip().strip('"')
-        time.sleep(0.3)
+        pid = start_sleeper(vm, target, 30000)
         r = sample(vm, "-d", "3", "--long-calls", "--format", "json", "-t", "1000")
         doc = json.loads(r.out)
         truth = [t for t in nif_truth(vm, doc) if t[3] == 30000]
@@ -624,12 +629,8 @@ def test_pstack_shows_a_blocked_nif(target):
     through the NIF, and its Erlang caller; scheduler 2, waiting for
     work, stays idle.  --dump shows that process's stack too (it is
     running, and no sample ever catches it)."""
-    d = tmpdir()
-    lib = build_sched_nif(target, d)
     with VM(target, schedulers=2) as vm:
-        vm.eval('ok = xb_sched_nif:load("%s")' % lib)
-        pid = vm.eval("pid_to_list(xb_sched:sleep_nif(200000))").strip().strip('"')
-        time.sleep(0.3)
+        pid = start_sleeper(vm, target, 200000)
         want = (r"^scheduler 1 \(tid \d+\): process %s xb_sleeper, blocked off the CPU in a call it made"
                 r" \(NIF or BIF\)\n(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_sched_sleep_nif \[xb_sched_nif\.so\]\n"
                 r"(\s+#.*\n)*?\s+#\d+\s+0x[0-9a-f]+ xb_sched:sleep_loop/1 \[Erlang\]" % re.escape(pid))

@@ -30,6 +30,19 @@ static unsigned long long now_ns(clockid_t c)
 	return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
+/* A call that started at T0 ends now (the last thing it does): recorded
+ * when asked for RECORD_US or more, or stretched past LATE_NS. */
+static void record(unsigned long long t0, unsigned long long cpu, long us)
+{
+	pthread_mutex_lock(&lock);
+	unsigned long long t1 = now_ns(CLOCK_MONOTONIC);
+	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
+		recs[nrec % NREC] = (struct rec){ t0, t1, cpu, (unsigned long long)us };
+		nrec++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* Arithmetic the compiler cannot drop. */
 __attribute__((noinline)) unsigned long xb_sched_work(unsigned long x)
 {
@@ -59,13 +72,7 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_spin_nif(ErlNifEnv *env, int arg
 	unsigned long x = xb_sched_spin(t0 + (unsigned long long)us * 1000ull);
 	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 	ERL_NIF_TERM r = enif_make_ulong(env, x);
-	pthread_mutex_lock(&lock);
-	unsigned long long t1 = now_ns(CLOCK_MONOTONIC);
-	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
-		recs[nrec % NREC] = (struct rec){ t0, t1, cpu1 - cpu0, (unsigned long long)us };
-		nrec++;
-	}
-	pthread_mutex_unlock(&lock);
+	record(t0, cpu1 - cpu0, us);
 	return r;
 }
 
@@ -81,13 +88,7 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_sleep_nif(ErlNifEnv *env, int ar
 	while (nanosleep(&ts, &ts) != 0)
 		;
 	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	pthread_mutex_lock(&lock);
-	unsigned long long t1 = now_ns(CLOCK_MONOTONIC);
-	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
-		recs[nrec % NREC] = (struct rec){ t0, t1, cpu1 - cpu0, (unsigned long long)us };
-		nrec++;
-	}
-	pthread_mutex_unlock(&lock);
+	record(t0, cpu1 - cpu0, us);
 	return enif_make_atom(env, "ok");
 }
 
