@@ -85,9 +85,16 @@ uint32_t xb_profile_intern_at(struct xb_profile *p, const char *name, const char
 	size_t j = name_hash(name, tag, line) & (p->nametab_cap - 1);
 	while (p->nametab[j]) {
 		struct xb_fname *f = &p->names[p->nametab[j] - 1];
+		/* Without a line, the file is an attribute of the frame (its
+		 * module's source file, for pprof and speedscope), not part of
+		 * its identity: a function is one frame whether or not its
+		 * file could be read each time; the first file known is kept. */
 		if (strcmp(f->name, name) == 0 && strcmp(f->tag, tag) == 0 && f->line == line &&
-		    same_file(f->file, file))
+		    (line == 0 || same_file(f->file, file))) {
+			if (line == 0 && !f->file && file)
+				f->file = strdup(file);
 			return p->nametab[j] - 1;
+		}
 		j = (j + 1) & (p->nametab_cap - 1);
 	}
 	if (xb_grow((void **)&p->names, &p->namecap, p->nnames + 1, sizeof(*p->names)) < 0)

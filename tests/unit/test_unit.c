@@ -1151,6 +1151,25 @@ static void t_display_name(void)
 /* Names in the table and in folded stacks (xb_text_clean): display text,
  * and in folded output ';' (the frame separator) as ':', so that a name
  * can neither split a frame nor, with a newline, forge a line. */
+/* Without a line, a frame's file is an attribute, not its identity: one
+ * function is one frame whether its module's file was read or not (pprof
+ * showed it twice); with a line, file and line are part of it. */
+static void t_intern_file_attribute(void)
+{
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t a = xb_profile_intern_at(&p, "m:f/1", "[Erlang]", XB_FK_ERLANG, NULL, 0);
+	uint32_t b = xb_profile_intern_at(&p, "m:f/1", "[Erlang]", XB_FK_ERLANG, "src/m.erl", 0);
+	uint32_t c = xb_profile_intern_at(&p, "m:f/1", "[Erlang]", XB_FK_ERLANG, "other.erl", 0);
+	CHECK(a == b && b == c, "one function, three frames: %u %u %u", a, b, c);
+	CHECK(p.names[a].file && strcmp(p.names[a].file, "src/m.erl") == 0, "the first file known is kept: %s",
+	      p.names[a].file ? p.names[a].file : "(none)");
+	uint32_t d = xb_profile_intern_at(&p, "m:f/1", "[Erlang]", XB_FK_ERLANG, "src/m.erl", 7);
+	uint32_t e = xb_profile_intern_at(&p, "m:f/1", "[Erlang]", XB_FK_ERLANG, "src/m.erl", 9);
+	CHECK(d != a && e != d, "lines are frames of their own: %u %u %u", a, d, e);
+	xb_profile_free(&p);
+}
+
 static void t_text_clean(void)
 {
 	char b[64];
@@ -1557,6 +1576,7 @@ int main(int argc, char **argv)
 	run_case("utf8_next", t_utf8_next);
 	run_case("display_name", t_display_name);
 	run_case("text_clean_folded", t_text_clean);
+	run_case("intern_file_attribute", t_intern_file_attribute);
 	run_case("xml_escape", t_xml_escape);
 	run_case("json_string", t_json_string);
 	run_case("fit_text", t_fit_text);
