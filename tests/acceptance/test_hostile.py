@@ -598,7 +598,7 @@ def test_vm_exits_during_attach():
     log("messages: %s" % "; ".join("%s (%d)" % kv for kv in sorted(seen.items())))
 
 
-@per_vm(only=["otp25-jit-dwarf", "stock"])
+@per_vm(only=["otp25-jit-dwarf", "otp29-jit"])
 @timeout(240)
 def test_real_vm_exits_during_attach(target):
     """The same with real VMs (where a raw "process_vm_readv(...): No such

@@ -97,10 +97,13 @@ def run_paced(seconds, argv, rate):
 
 
 def run_for(seconds, argv):
-    """Run ARGV again and again for SECONDS (a sampling run: once, for as long)."""
+    """Run ARGV again and again for SECONDS (a sampling run: once, for as
+    long); ARGV may be a list of command lines, run in turn."""
+    argvs = argv if argv and isinstance(argv[0], list) else [argv]
     t_end = time.monotonic() + seconds
     runs = 0
     while time.monotonic() < t_end:
+        argv = argvs[runs % len(argvs)]
         r = run_cmd(argv, timeout=60)
         check(r.rc in (0, 1), "%s: exit %s" % (" ".join(argv[:2]), r.rc), r.describe())
         runs += 1
@@ -135,8 +138,7 @@ def nopause(target):
             ("--pstack", [sample, "--pstack", pid]),
             ("--check", [sample, "--check", pid]),
             ("erlang-write-perf-map", [perfmap, "-o", "/dev/null", pid]),
-            ("erlang-heapsample", [heap, pid]),
-            ("erlang-heapsample --alloc", [heap, "--alloc", pid]),
+            ("erlang-heapsample (processes, --alloc)", [[heap, pid], [heap, "--alloc", pid]]),
         ]
         base, res, control, spawn = [], {m[0]: [] for m in modes}, [], []
         for _ in range(ROUNDS):
