@@ -501,7 +501,7 @@ def check_long_calls(doc, all_truth, long_pid, short_pid, what):
     return len(calls), cleaned, fifty, short
 
 
-@per_vm(only=["stock", "otp25-emu-dwarf"])
+@per_vm(only=["stock", "otp25-emu-dwarf", "otp27-jit", "otp29-jit", "otp29-jit-stripped"])
 @timeout(180)
 @asan("looking at blocked schedulers between drains")
 def test_long_calls_off_cpu(target):
