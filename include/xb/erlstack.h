@@ -52,6 +52,12 @@ struct xb_call_id {
 	bool reds_exact;   /* else read live, no later than xb_estack.read_ns */
 };
 
+/* The same call identity (both parts; whether they were exact aside)? */
+static inline bool xb_call_id_same(const struct xb_call_id *a, const struct xb_call_id *b)
+{
+	return a->fcalls == b->fcalls && a->reds == b->reds;
+}
+
 struct xb_estack {
 	enum xb_es_status status;
 	const char *why; /* for XB_ES_BAD / STALE */

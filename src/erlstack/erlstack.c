@@ -1077,24 +1077,26 @@ static void dirty(struct xb_estate *st, const struct xb_unwind *uw, char kind, i
 	finish(st, c_p, &p, lookup(st, I), p.exact, I, p.stop, out);
 }
 
-void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
-		     char kind, int sched_no, struct xb_estack *out)
+/* OUT as an empty result of STATUS: no frames, no process, no call. */
+static void reset(struct xb_estack *out, enum xb_es_status status)
 {
-	out->status = XB_ES_NO_PROCESS;
+	out->status = status;
 	out->why = NULL;
 	out->n = out->nexact = 0;
 	out->unresolved = 0;
-	out->truncated = false;
-	out->live_read = false;
-	out->complete = false;
-	out->partial = false;
-	out->leaf_ret = false;
+	out->truncated = out->live_read = out->complete = out->partial = out->leaf_ret = false;
+	out->leaf_is_callee = false;
 	out->read_ns = 0;
 	out->c_p = 0;
 	out->pid[0] = out->regname[0] = 0;
 	memset(&out->call, 0, sizeof(out->call));
 	memset(out->initial, 0, sizeof(out->initial));
-	out->leaf_is_callee = false;
+}
+
+void xb_erlang_stack(struct xb_estate *st, const struct xb_sample *s, const struct xb_unwind *uw,
+		     char kind, int sched_no, struct xb_estack *out)
+{
+	reset(out, XB_ES_NO_PROCESS);
 	if (uw->stop != XB_UW_REACHED_ERLANG) {
 		if (uw->stop == XB_UW_END && (kind == 'c' || kind == 'i') && sched_no > 0)
 			dirty(st, uw, kind, sched_no, out);
@@ -1120,16 +1122,10 @@ void xb_erlang_stack_saved(struct xb_estate *st, uint64_t c_p, uint64_t pid_term
 			   uint64_t heap, uint64_t hend, struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
-	out->status = XB_ES_BAD;
-	out->why = NULL;
-	out->n = out->nexact = 0;
-	out->unresolved = 0;
-	out->truncated = out->live_read = out->complete = out->partial = false;
-	out->read_ns = 0;
+	reset(out, XB_ES_BAD);
 	out->c_p = c_p;
 	out->pid_term = pid_term;
 	xb_format_pid(pid_term, vm->pid_num_bits, vm->pid_ser_bits, &vm->pix, out->pid, sizeof(out->pid));
-	out->regname[0] = 0;
 	if (stop % 8 || stop < heap || stop > hend || hend - stop > MAX_HEAP_BYTES) {
 		out->why = "the saved stack pointer is not in the process's heap";
 		return;
@@ -1146,17 +1142,7 @@ void xb_erlang_stack_blocked(struct xb_estate *st, const struct xb_unwind *uw, i
 			     struct xb_estack *out)
 {
 	struct xb_vm *vm = st->vm;
-	out->status = XB_ES_NO_PROCESS;
-	out->why = NULL;
-	out->n = out->nexact = 0;
-	out->unresolved = 0;
-	out->truncated = out->live_read = out->complete = out->partial = out->leaf_ret = false;
-	out->leaf_is_callee = false;
-	out->read_ns = 0;
-	out->c_p = 0;
-	out->pid[0] = out->regname[0] = 0;
-	memset(&out->call, 0, sizeof(out->call));
-	memset(out->initial, 0, sizeof(out->initial));
+	reset(out, XB_ES_NO_PROCESS);
 	/* native frames (the call and its system call) down to Erlang code */
 	if (uw->stop != XB_UW_REACHED_ERLANG || sched_no <= 0 || uw->n == 0 || uw->erlang_pc_exact)
 		return;

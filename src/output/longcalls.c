@@ -52,7 +52,7 @@ static uint64_t read_time(const struct xb_lc_sample *s)
 
 static bool same_call(const struct xb_lc_run *r, const struct xb_lc_sample *s)
 {
-	return r->c_p == s->c_p && r->fn == s->fn && r->id.fcalls == s->id.fcalls && r->id.reds == s->id.reds;
+	return r->c_p == s->c_p && r->fn == s->fn && xb_call_id_same(&r->id, &s->id);
 }
 
 /* S proves at its own time that it is not in R's call: not in a call, in
@@ -219,7 +219,7 @@ static int cmp_calls(const void *a, const void *b)
 static bool same_long_call(const struct xb_long_call *c, const struct xb_long_call *d)
 {
 	return c->thread == d->thread && c->c_p == d->c_p && c->fn == d->fn && c->id.have && d->id.have &&
-	       c->id.fcalls == d->id.fcalls && c->id.reds == d->id.reds;
+	       xb_call_id_same(&c->id, &d->id);
 }
 
 static void merge_off_cpu(struct xb_longcalls *lc)

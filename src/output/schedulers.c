@@ -933,8 +933,7 @@ static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti,
 	const struct xb_thread *t = &s->smp.threads[ti];
 	static struct xb_unwind uw;
 	static struct xb_estack es;
-	if (!xb_session_blocked_call(s, t, &uw, &es) || es.c_p != b->run_c_p || es.call.fcalls != b->run_id.fcalls ||
-	    es.call.reds != b->run_id.reds)
+	if (!xb_session_blocked_call(s, t, &uw, &es) || es.c_p != b->run_c_p || !xb_call_id_same(&es.call, &b->run_id))
 		return;
 	struct xb_sample smp = { .tid = t->tid, .time_ns = now, .ip = uw.n ? uw.pcs[0] : 0, .thread = (int)ti,
 				 .cpu = -1 };
@@ -984,7 +983,7 @@ static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 		struct xb_call_id id = { 0 };
 		bool have = xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) == 0;
 		bool same = b->last_look_ns && have == b->run_have &&
-			    (!have || (c_p == b->run_c_p && id.fcalls == b->run_id.fcalls && id.reds == b->run_id.reds));
+			    (!have || (c_p == b->run_c_p && xb_call_id_same(&id, &b->run_id)));
 		if (!same) {
 			blocked_close(ss, ti, b, now);
 			b->run_before_ns = b->last_look_ns;

@@ -693,9 +693,8 @@ bool xb_session_blocked_call(struct xb_session *s, const struct xb_thread *t, st
 		return false;
 	xb_unwind_blocked(&s->uw, t->tid, sp, pc, uw);
 	xb_erlang_stack_blocked(&s->es, uw, t->sched_no, es);
-	return es->status == XB_ES_OK && es->c_p == c_p && es->call.have && es->call.fcalls == id.fcalls &&
-	       es->call.reds == id.reds && xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) && sp2 == sp &&
-	       pc2 == pc && xb_blocked_call_id(&s->es, t->sched_no, &c_p2, &id2) == 0 && c_p2 == c_p &&
-	       id2.fcalls == id.fcalls && id2.reds == id.reds;
+	return es->status == XB_ES_OK && es->c_p == c_p && es->call.have && xb_call_id_same(&es->call, &id) &&
+	       xb_task_blocked_at(s->vm.pid, t->tid, &sp2, &pc2) && sp2 == sp && pc2 == pc &&
+	       xb_blocked_call_id(&s->es, t->sched_no, &c_p2, &id2) == 0 && c_p2 == c_p && xb_call_id_same(&id2, &id);
 }
 
