@@ -86,5 +86,8 @@ int xb_parse_pid(const char *s, int *pid);
 
 /* Growable array helper. */
 int xb_grow(void **v, size_t *cap, size_t need, size_t elem);
+/* The same for an array indexed by something (a thread's index) whose
+ * elements must start zeroed: the new ones are. */
+int xb_grow_zeroed(void **v, size_t *cap, size_t need, size_t elem);
 
 #endif

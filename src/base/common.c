@@ -258,3 +258,12 @@ int xb_grow(void **v, size_t *cap, size_t need, size_t elem)
 	*cap = nc;
 	return 0;
 }
+
+int xb_grow_zeroed(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t old = *cap;
+	if (xb_grow(v, cap, need, elem) < 0)
+		return -1;
+	memset((char *)*v + old * elem, 0, (*cap - old) * elem);
+	return 0;
+}

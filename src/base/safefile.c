@@ -6,16 +6,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#include <sys/wait.h>
 #include <sys/fsuid.h>
-#include <grp.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Kernels before 5.6 have no openat2: walk the path one component at a
  * time with O_PATH | O_NOFOLLOW instead, refusing every symlink and any

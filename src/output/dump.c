@@ -15,8 +15,6 @@
 #include "xb/output_util.h"
 #include "xb/proctab.h"
 #include "xb/session.h"
-
-#include "xb/tasks.h"
 #include "xb/threadcpu.h"
 
 #include <stdlib.h>
@@ -101,14 +99,8 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 static bool done(struct xb_sink *k, struct xb_session *s)
 {
 	struct dump_sink *d = (struct dump_sink *)k;
-	if (d->nsched < s->smp.nthreads) {
-		struct sched_state *v = realloc(d->sched, s->smp.nthreads * sizeof(*v));
-		if (!v)
-			return false;
-		memset(v + d->nsched, 0, (s->smp.nthreads - d->nsched) * sizeof(*v));
-		d->sched = v;
-		d->nsched = s->smp.nthreads;
-	}
+	if (xb_grow_zeroed((void **)&d->sched, &d->nsched, s->smp.nthreads, sizeof(*d->sched)) < 0)
+		return false;
 	uint64_t now = xb_now_ns();
 	bool all = true;
 	for (size_t i = 0; i < s->smp.nthreads; i++)

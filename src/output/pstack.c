@@ -43,16 +43,8 @@ static int rank(const struct xb_estack *es)
 /* Entries for sampler threads 0..I; false when memory ran out. */
 static bool ensure(struct pstack_sink *ps, struct xb_session *s, size_t i)
 {
-	if (i < ps->n)
-		return true;
-	size_t n = s->smp.nthreads > i ? s->smp.nthreads : i + 1;
-	struct entry *v = realloc(ps->v, n * sizeof(*v));
-	if (!v)
-		return false;
-	memset(v + ps->n, 0, (n - ps->n) * sizeof(*v));
-	ps->v = v;
-	ps->n = n;
-	return true;
+	return xb_grow_zeroed((void **)&ps->v, &ps->n, s->smp.nthreads > i ? s->smp.nthreads : i + 1,
+			      sizeof(*ps->v)) == 0;
 }
 
 static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample *rs)
@@ -70,12 +62,12 @@ static void add(struct xb_sink *k, struct xb_session *s, const struct xb_rsample
 	}
 }
 
-/* A scheduler asleep for want of work (xb_thread_asleep: no CPU time
- * for 100 ms) is idle now; waiting the rest of --pstack-wait for it to
- * run a process would only delay the answer (eu-stack and py-spy dump
- * answer at once).  One that spins before sleeping (OTP's busy wait)
- * uses CPU and is waited for until it sleeps. */
-/* Done early once every scheduler has shown a process or is asleep. */
+/* Done early once every scheduler has shown a process or is asleep.  A
+ * scheduler asleep for want of work (xb_thread_asleep: no CPU time for
+ * 100 ms) is idle now; waiting the rest of --pstack-wait for it to run a
+ * process would only delay the answer (eu-stack and py-spy dump answer at
+ * once).  One that spins before sleeping (OTP's busy wait) uses CPU and
+ * is waited for until it sleeps. */
 static bool done(struct xb_sink *k, struct xb_session *s)
 {
 	struct pstack_sink *ps = (struct pstack_sink *)k;
@@ -172,20 +164,11 @@ static void print_running(struct xb_session *s, FILE *f, const struct entry *e, 
 		fprintf(f, "  ... %s: the stack moved before it could be read\n", XB_CALLERS_UNKNOWN);
 }
 
-static bool blocked_at(struct xb_session *s, pid_t tid, unsigned long long *sp, unsigned long long *pc)
-{
-	uint64_t a, b;
-	bool r = xb_task_blocked_at(s->vm.pid, tid, &a, &b);
-	*sp = a;
-	*pc = b;
-	return r;
-}
-
 /* Where an idle scheduler waits, unwound from its blocked system call. */
 static void print_waiting(struct xb_session *s, FILE *f, pid_t tid)
 {
-	unsigned long long sp, pc;
-	if (!blocked_at(s, tid, &sp, &pc)) {
+	uint64_t sp, pc;
+	if (!xb_task_blocked_at(s->vm.pid, tid, &sp, &pc)) {
 		fprintf(f, "  (waiting stack not available)\n");
 		return;
 	}

@@ -76,24 +76,6 @@ static void kmap_free(struct kmap *m)
 
 /* ---- what is kept ---- */
 
-struct tstat {
-	uint64_t samples, state[XB_STATE_COUNT];
-	int last_cpu;
-	uint64_t cpu_moves;
-	uint64_t mig_in, mig_out;
-	struct xb_thread_cpu c0, c1;
-	uint64_t w0, w1; /* when c0 and c1 were read */
-	bool have0, have1;
-};
-
-struct pinfo {
-	uint64_t pid_term;
-	char pid[32], name[256];
-	uint64_t samples, migrations;
-	int last_thread; /* sampler thread index of its last normal-scheduler sample, or -1 */
-	uint64_t scheds[MAX_SCHED_BITS / 64]; /* normal schedulers it was seen on */
-};
-
 /* A normal scheduler watched for calls that hold it off the CPU (a NIF
  * or BIF that sleeps, blocks in I/O or on a lock): cpu-clock samples
  * never land there, so the thread is looked at between drains instead
@@ -116,6 +98,25 @@ struct blocked {
 	unsigned looks;
 };
 
+struct tstat {
+	uint64_t samples, state[XB_STATE_COUNT];
+	int last_cpu;
+	uint64_t cpu_moves;
+	uint64_t mig_in, mig_out;
+	struct xb_thread_cpu c0, c1;
+	uint64_t w0, w1; /* when c0 and c1 were read */
+	bool have0, have1;
+	struct blocked bl; /* a normal scheduler: calls off the CPU */
+};
+
+struct pinfo {
+	uint64_t pid_term;
+	char pid[32], name[256];
+	uint64_t samples, migrations;
+	int last_thread; /* sampler thread index of its last normal-scheduler sample, or -1 */
+	uint64_t scheds[MAX_SCHED_BITS / 64]; /* normal schedulers it was seen on */
+};
+
 struct sched_sink;
 static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, uint64_t now);
 
@@ -132,23 +133,17 @@ struct sched_sink {
 	struct kmap on;      /* (pid_term, thread) -> samples of that process there */
 	struct kmap cpus;    /* (cpu, thread) -> samples */
 	bool failed;         /* memory ran out: the report says so */
-	struct blocked *bl;  /* by sampler thread index */
-	size_t nbl;
 	uint64_t last_poll_ns;
 };
 
 static struct tstat *tstat_of(struct sched_sink *ss, size_t i)
 {
 	if (i >= ss->nts) {
-		size_t n = i + 1 < 64 ? 64 : (i + 1) * 2;
-		struct tstat *v = realloc(ss->ts, n * sizeof(*v));
-		if (!v)
+		size_t old = ss->nts;
+		if (xb_grow_zeroed((void **)&ss->ts, &ss->nts, i + 1 < 64 ? 64 : (i + 1) * 2, sizeof(*ss->ts)) < 0)
 			return NULL;
-		memset(v + ss->nts, 0, (n - ss->nts) * sizeof(*v));
-		for (size_t j = ss->nts; j < n; j++)
-			v[j].last_cpu = -1;
-		ss->ts = v;
-		ss->nts = n;
+		for (size_t j = old; j < ss->nts; j++)
+			ss->ts[j].last_cpu = -1;
 	}
 	return &ss->ts[i];
 }
@@ -179,8 +174,8 @@ static void stopped(struct xb_sink *k, struct xb_session *s)
 		if (t && t->have0)
 			read_cpu(s, i, &t->c1, &t->w1, &t->have1);
 	}
-	for (size_t i = 0; i < ss->nbl; i++)
-		blocked_close(ss, i, &ss->bl[i], 0);
+	for (size_t i = 0; i < ss->nts; i++)
+		blocked_close(ss, i, &ss->ts[i].bl, 0);
 	xb_lc_finish(&ss->lc);
 }
 
@@ -873,7 +868,6 @@ static void free_sink(struct xb_sink *k)
 	kmap_free(&ss->cpus);
 	free(ss->procs);
 	free(ss->ts);
-	free(ss->bl);
 	free(ss);
 }
 
@@ -882,20 +876,6 @@ static void free_sink(struct xb_sink *k)
 /* Looks at the normal schedulers at most this often (/proc reads: a few
  * microseconds each; an unwind only when a new call is found). */
 #define BLOCKED_POLL_NS (2ull * 1000 * 1000)
-
-static struct blocked *blocked_of(struct sched_sink *ss, size_t ti)
-{
-	if (ti >= ss->nbl) {
-		size_t n = ti + 16;
-		struct blocked *v = realloc(ss->bl, n * sizeof(*v));
-		if (!v)
-			return NULL;
-		memset(v + ss->nbl, 0, (n - ss->nbl) * sizeof(*v));
-		ss->bl = v;
-		ss->nbl = n;
-	}
-	return &ss->bl[ti];
-}
 
 /* The call B was in is over, proven at NOW by a look with another
  * reading (0: sampling stopped, the end unknown): lower bound from its
@@ -974,11 +954,12 @@ static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 		const struct xb_thread *t = &s->smp.threads[ti];
 		if (t->kind != 's' || t->dead)
 			continue;
-		struct blocked *b = blocked_of(ss, ti);
-		if (!b) {
+		struct tstat *ts = tstat_of(ss, ti);
+		if (!ts) {
 			ss->failed = true;
 			return;
 		}
+		struct blocked *b = &ts->bl;
 		uint64_t c_p = 0, sp, pc;
 		struct xb_call_id id = { 0 };
 		bool have = xb_blocked_call_id(&s->es, t->sched_no, &c_p, &id) == 0;
