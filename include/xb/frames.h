@@ -23,6 +23,9 @@ struct xb_frames {
 	struct xb_profile *p;   /* names are interned here */
 	bool include_kernel;
 	bool lines;        /* --lines: Erlang frames carry their source file and line */
+	bool files;        /* Erlang frames carry their module's source file (an
+			    * output shows it: pprof, speedscope); read from the
+			    * module's line table at a function's first sample */
 	bool erlang_names; /* --erlang-names: 'Elixir.Foo':bar/1, not Foo.bar/1 */
 	struct xb_kallsyms ksyms;
 	uint64_t modules_seen;  /* unwinder's module changes when pccache was filled */

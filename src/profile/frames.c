@@ -142,15 +142,17 @@ uint32_t xb_frames_ids(struct xb_frames *fr, const struct xb_sample *s, const st
 			continue;
 		}
 		/* code->user caches the id: valid for this map and profile.
-		 * The module's source file where its line table names one
-		 * (pprof's filename, speedscope's file; line 0: the text
-		 * outputs show a location only with --lines). */
+		 * With FILES, the module's source file where its line table
+		 * names one (pprof's filename, speedscope's file; line 0: the
+		 * text outputs show a location only with --lines); without,
+		 * no line table is read on the sampling path. */
 		if (!code->user) {
 			const char *file = NULL;
 			uint32_t line;
-			if (xb_codemap_line(fr->vm, fr->cm, code, code->start, &file, &line) < 0 &&
-			    (code->end <= code->start ||
-			     xb_codemap_line(fr->vm, fr->cm, code, code->end - 1, &file, &line) < 0))
+			if (!fr->files ||
+			    (xb_codemap_line(fr->vm, fr->cm, code, code->start, &file, &line) < 0 &&
+			     (code->end <= code->start ||
+			      xb_codemap_line(fr->vm, fr->cm, code, code->end - 1, &file, &line) < 0)))
 				file = NULL;
 			code->user = xb_profile_intern_at(fr->p, xb_frames_code_name(fr, code, cbuf, sizeof(cbuf)),
 							  "[Erlang]", XB_FK_ERLANG, file, 0) + 1;

@@ -576,6 +576,8 @@ int main(int argc, char **argv)
 	if (xb_session_start(&s, &o.s) < 0)
 		goto failed;
 	s.fr.lines = o.lines;
+	for (size_t i = 0; i < nouts; i++)
+		s.fr.files |= outs[i].fmt == XB_FMT_PPROF || outs[i].fmt == XB_FMT_SPEEDSCOPE;
 	s.fr.erlang_names = o.erlang_names;
 	if (o.blame) {
 		char close[512];

@@ -151,6 +151,10 @@ def test_truncated_root_and_format_by_extension(target):
         folded = folded_stacks(txt)  # parses as folded: "frames count" lines
         doc = load_speedscope(js)
         validate(speedscope_validator(), doc, js)
+        # each Erlang frame's "file": its module's source, from the line table
+        files = {f["name"]: f.get("file") for f in doc["shared"]["frames"]}
+        check((files.get(LEAF) or "").endswith("tests/workloads/xb_deep.erl"),
+              "speedscope: %s has file %r, not its module's source" % (LEAF, files.get(LEAF)))
         sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
         want = ["[truncated]", "xb_deep:c/1", "xb_deep:d/1", LEAF]
         erl = re.compile(r"^[^:]+:[^:/]+/\d+$")
