@@ -51,10 +51,17 @@ static const char *const kid_name[] = {
 	[K_NREC] = "record (native)",
 };
 
+/* Reads of one area.  A whole walk reads WIN words at a time.  A
+ * sampled walk must read about --max-words in all, not the heap: each
+ * chunk sets LIM (its end), reads stop there, and what lies past it (the
+ * rest of an object that straddles the end, the objects that synchronise
+ * a chunk) is read TAIL words at a time.  READ counts the words read. */
+#define TAIL 64u
+#define BACK 16u
 struct reader {
 	struct xb_vm *vm;
-	uint64_t base, nwords;
-	uint64_t *buf, first, n;
+	uint64_t base, nwords, lim;
+	uint64_t *buf, first, n, read;
 	bool err;
 };
 
@@ -63,7 +70,14 @@ static bool rd(struct reader *r, uint64_t i, uint64_t *w)
 	if (i >= r->nwords)
 		return false;
 	if (i < r->first || i >= r->first + r->n) {
-		uint64_t first = i, n = r->nwords - i < WIN ? r->nwords - i : WIN;
+		uint64_t stop = i < r->lim ? r->lim : i + TAIL;
+		if (stop > r->nwords)
+			stop = r->nwords;
+		/* BACK words before I come along: an object that straddles
+		 * the window's end is read from its header again (walk_range,
+		 * side_effects) */
+		uint64_t first = i > BACK ? i - BACK : 0, n = stop - first < WIN ? stop - first : WIN;
+		r->read += n;
 		if (xb_read(&r->vm->mem, r->base + first * 8, r->buf, n * 8) < 0) {
 			r->err = true;
 			return false;
@@ -441,7 +455,7 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	if (res->whole) {
 		for (size_t k = 0; k < na; k++) {
 			r.base = areas[k].start;
-			r.nwords = areas[k].words;
+			r.nwords = r.lim = areas[k].words;
 			r.first = r.n = 0;
 			uint64_t end = walk_range(w, &r, 0, areas[k].words, false);
 			if (r.err) {
@@ -473,6 +487,8 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			r.base = areas[k].start;
 			r.nwords = areas[k].words;
 			uint64_t end = g + cw < areas[k].words ? g + cw : areas[k].words, i = g;
+			r.lim = end;
+			r.first = r.n = 0; /* the last chunk's words are not this one's */
 			/* synchronise: a header whose object and the next ones parse */
 			bool synced = false;
 			for (; i < end && !synced; i++) {
@@ -500,10 +516,11 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			res->chunks++;
 		}
 		snprintf(res->method, sizeof(res->method),
-			 "sampled (--max-words): %u chunks of %llu words at random places;\n"
-			 "shares are estimates with a 95%% interval",
-			 res->chunks, (unsigned long long)cw);
+			 "sampled (--max-words): %u chunks of %llu words at random places, %llu words\n"
+			 "read; shares are estimates with a 95%% interval",
+			 res->chunks, (unsigned long long)cw, (unsigned long long)r.read);
 	}
+	res->words_fetched = r.read;
 	/* The heap must not have moved while we read it. */
 	struct xb_proc again;
 	if (xb_proc_read(t, slot, 0, &again) < 0)

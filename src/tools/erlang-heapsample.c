@@ -112,8 +112,9 @@ static const struct xb_opt options[] = {
 	  "write to FILE (written in full, then renamed into\n"
 	  "place; a symbolic link there is refused)" },
 	{ "max-words", 0, XB_OPT_U64, &o.max_words, "N",
-	  "--contents reads at most N heap words (default 16Mi\n"
-	  "= 128 MiB); a larger heap is sampled in chunks", 4096, 1e12,
+	  "--contents reads every heap word up to N (default\n"
+	  "16Mi = 128 MiB); a larger heap is sampled in chunks\n"
+	  "of N words in all (and the objects across their ends)", 4096, 1e12,
 	  .group = "Bounds:", .given = &o.max_words_given },
 	{ "seed", 0, XB_OPT_U64, &o.seed, "N", "random seed of --contents sampling (default: clock)", 1, 1.8e19 },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "diagnostics on stderr", .group = "" },

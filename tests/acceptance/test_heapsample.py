@@ -12,11 +12,12 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
-                    tool_path)
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, time_scale,
+                    timeout, tmpdir, tool_path)
 
 TOOL = "erlang-heapsample"
 KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep"]
@@ -297,7 +298,52 @@ def test_contents_mix(target):
         log("sampled: " + ", ".join("%s %.3f +- %.3f" % (k, got[k]["share"], got[k]["ci95"]) for k in want))
         r = heapsample(vm, "--contents", "xb_mix")
         log(r.out.splitlines()[0])
+        check_read_bound(vm, (rw + bw + mw + lw) * 8)
         vm.eval("xb_mem_mix:stop()")
+
+
+def vm_bytes_read(vm, *args):
+    """Bytes erlang-heapsample ARGS read from the VM: the sum of what its
+    process_vm_readv calls returned (strace), and its stdout."""
+    strace = shutil.which("strace")
+    check(strace, "strace is not installed; tests/run-all.sh installs it")
+    log_path = os.path.join(tmpdir(), "strace.txt")
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")  # LSan under ptrace
+    r = run_cmd([strace, "-f", "-qq", "-o", log_path, "-e", "trace=process_vm_readv", tool_path(TOOL)] +
+                list(args) + [str(vm.pid)], timeout=120 * time_scale(), env=env)
+    check(r.rc == 0, "%s %s under strace failed" % (TOOL, " ".join(args)), r.describe())
+    with open(log_path) as f:
+        got = [int(m.group(1)) for m in re.finditer(r"process_vm_readv\(.*= (\d+)$", f.read(), re.M)]
+    check(got, "no process_vm_readv call seen", r.describe())
+    return sum(got), r.out
+
+
+def check_read_bound(vm, heap_bytes):
+    """--contents reads that process's heap and no more: with --max-words N
+    smaller than the heap, about N words (the chunks, 16 words before each
+    and the ends of objects that cross a chunk's end: at most 15 % more);
+    every word once when the heap fits.  The rest of what the tool reads
+    (process table, atoms, the process) is measured on a small process."""
+    base, _ = vm_bytes_read(vm, "--contents", "erl_prim_loader")
+    for maxw in (65536, 262144):
+        n, out = vm_bytes_read(vm, "--contents", "xb_mix", "--max-words", str(maxw), "--seed", "3")
+        m = re.search(r"at random places, (\d+) words\s+read", out)
+        check(m, "--max-words %d: the sampled walk does not say how much it read" % maxw, out[:600])
+        words = int(m.group(1))
+        check(maxw <= words * 1.05 and words <= maxw * 1.15, "--max-words %d: %d words read" % (maxw, words))
+        check(n - base <= maxw * 8 * 1.15 + (64 << 10), "--max-words %d (%d KiB): %d KiB read from the VM, "
+              "%d KiB for a small process: the heap of %d KiB was not sampled within the bound"
+              % (maxw, maxw * 8 >> 10, n >> 10, base >> 10, heap_bytes >> 10))
+        check(n - base >= words * 8 * 0.9, "--max-words %d: says %d words, strace saw %d KiB more than for "
+              "a small process" % (maxw, words, (n - base) >> 10))
+        log("--max-words %d: %d words read (tool), %d KiB from the VM (%d KiB for a small process)"
+            % (maxw, words, n >> 10, base >> 10))
+    n, out = vm_bytes_read(vm, "--contents", "xb_mix")
+    check("every word read" in out, "the heap of %d KiB was sampled with the default bound" % (heap_bytes >> 10), out[:600])
+    check(heap_bytes * 0.98 <= n - base <= heap_bytes * 1.05 + (256 << 10),
+          "whole heap (%d KiB): %d KiB read beyond what a small process needs" % (heap_bytes >> 10, (n - base) >> 10))
+    log("whole heap: %d KiB read for a heap of %d KiB" % ((n - base) >> 10, heap_bytes >> 10))
 
 
 def alloc_rows(vm):
@@ -346,9 +392,70 @@ def test_alloc_matches_system_info(target):
                 row["sbcs_carriers_bytes"], row["usage"], row["fragmentation"]))
         r = heapsample(vm, "--alloc")
         check(all(len(l) <= 80 for l in r.out.splitlines()), "--alloc table wider than 80 columns", r.out)
-        check(re.search(r"^RSS: .* resident", r.out, re.M), "no RSS summary", r.out)
-        check("outside carriers" in r.out or "pagemap unreadable" in r.out, "no unaccounted line", r.out)
+        check_rss_summary(vm, r.out)
         vm.eval("xb_mem:stop()")
+
+
+def human(text):
+    """Bytes from the tool's 3-significant-digit figures (912, 9.19K, 77.9M, 1.20G)."""
+    m = re.fullmatch(r"([\d.]+)([KMG]?)", text)
+    check(m, "not a byte figure: %r" % text)
+    return float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+
+
+def anon_rw(pid):
+    """(resident, mapped) bytes of the private writable mappings with no
+    file (the heap, mmap'ed carriers, stacks), read here from
+    /proc/PID/smaps: the figure the RSS summary names."""
+    rss = size = 0
+    anon = False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$", line)
+            if m:
+                perms, name = m.group(3), m.group(4)
+                anon = perms[1] == "w" and perms[3] == "p" and (not name or name.startswith("["))
+                if anon:
+                    size += int(m.group(2), 16) - int(m.group(1), 16)
+            elif anon and line.startswith("Rss:"):
+                rss += int(line.split()[1]) * 1024
+    return rss, size
+
+
+def check_rss_summary(vm, out):
+    """The RSS summary's figures: the smaps total against this test's own
+    reading of smaps taken right after (the workload holds still: 3 % or
+    4 MB), carriers resident no more than their size nor the RSS, blocks no
+    more than the carriers, and "outside carriers" the difference."""
+    truth_rss, truth_size = anon_rw(vm.pid)
+    m = re.search(r"^RSS: (\S+) of anonymous read-write memory resident \((\S+) mapped; smaps\)$", out, re.M)
+    check(m, "no RSS summary line", out)
+    rss, size = human(m.group(1)), human(m.group(2))
+    check(close(rss, truth_rss, 0.03, 4 << 20), "RSS summary: %s resident, smaps says %.1f MB"
+          % (m.group(1), truth_rss / 2 ** 20), out)
+    check(close(size, truth_size, 0.03, 4 << 20), "RSS summary: %s mapped, smaps says %.1f MB"
+          % (m.group(2), truth_size / 2 ** 20), out)
+    fig = {}
+    for key, pat in (("carriers", r"in allocator carriers: +(\S+) resident of (\S+) \(pagemap\)"),
+                     ("blocks", r"holding blocks: +(\S+)"),
+                     ("free", r"resident, not in blocks: +(\S+) \(([\d.]+)% of RSS"),
+                     ("outside", r"outside carriers: +(\S+) \(unaccounted")):
+        mm = re.search("^ +" + pat, out, re.M)
+        check(mm, "RSS summary: no %r line" % key, out)
+        fig[key] = mm
+    resident, carriers = human(fig["carriers"].group(1)), human(fig["carriers"].group(2))
+    blocks, free, outside = human(fig["blocks"].group(1)), human(fig["free"].group(1)), human(fig["outside"].group(1))
+    slack = 0.01 * rss + (64 << 10)  # three significant digits each
+    check(0 < resident <= carriers + slack and resident <= rss + slack,
+          "carriers resident %.1f MB of %.1f MB, RSS %.1f MB" % (resident / 2 ** 20, carriers / 2 ** 20, rss / 2 ** 20), out)
+    check(0 < blocks <= carriers + slack and free <= resident + slack,
+          "blocks %.1f MB, free %.1f MB, carriers %.1f MB" % (blocks / 2 ** 20, free / 2 ** 20, carriers / 2 ** 20), out)
+    check(abs(outside - (rss - resident)) <= 2 * slack, "outside carriers %.1f MB, RSS - carriers resident "
+          "%.1f MB" % (outside / 2 ** 20, (rss - resident) / 2 ** 20), out)
+    check(abs(float(fig["free"].group(2)) - 100.0 * free / rss) <= 0.2, "free carrier space share", out)
+    log("RSS summary: %.1f MB resident (smaps here %.1f MB), carriers %.1f of %.1f MB, blocks %.1f MB, "
+        "free %.1f MB, outside %.1f MB" % tuple(x / 2 ** 20 for x in (rss, truth_rss, resident, carriers,
+                                                                      blocks, free, outside)))
 
 
 @per_vm()
@@ -359,7 +466,7 @@ def test_alloc_fragmentation(target):
     [0, 1] and rises to most of the free space once the holes are made."""
     with VM(target) as vm:
         vm.eval("xb_mem_frag:start(40000, 2000)", timeout=120)
-        seen, frags = [], []
+        seen, frags, res = [], [], []
         for phase in ("full", "half freed"):
             if phase == "half freed":
                 check(vm.eval("xb_mem_frag:free_half()", timeout=60) == "ok", "free_half failed")
@@ -381,7 +488,23 @@ def test_alloc_fragmentation(target):
                 check(fr is None or 0.0 <= fr <= 1.0, "%s: %s fragmentation %r, outside [0, 1]"
                       % (phase, a, fr))
             frags.append(rows["binary_alloc"]["fragmentation"])
+            ba = rows["binary_alloc"]
+            res.append((ba["resident_bytes"], ba["resident_free_bytes"],
+                        ba["mbcs_blocks_bytes"] + ba["sbcs_blocks_bytes"],
+                        ba["mbcs_carriers_bytes"] + ba["sbcs_carriers_bytes"]))
         check(seen[1] < seen[0] - 0.1, "usage did not fall: %.3f then %.3f" % tuple(seen))
+        # Resident carrier pages (pagemap): the 80 MB of binaries were
+        # written, so resident; freeing every other 2 KB block returns no
+        # page (each keeps a live neighbour) and leaves ~40 MB resident
+        # outside blocks.
+        (r0, f0, b0, c0), (r1, f1, b1, c1) = res
+        check(b0 * 0.95 <= r0 <= c0 and r1 <= c1, "binary_alloc resident %d of %d carrier bytes, %d in "
+              "blocks (before); %d of %d (after)" % (r0, c0, b0, r1, c1))
+        freed = 20000 * 2000
+        check(f1 - f0 >= 0.75 * freed and f1 <= r1, "binary_alloc resident free space %.1f MB, then "
+              "%.1f MB after freeing %.1f MB of blocks" % (f0 / 2 ** 20, f1 / 2 ** 20, freed / 2 ** 20))
+        log("binary_alloc resident %.1f / %.1f MB, not in blocks %.1f then %.1f MB" % (
+            r0 / 2 ** 20, r1 / 2 ** 20, f0 / 2 ** 20, f1 / 2 ** 20))
         # Every other 2 KB binary freed leaves ~20,000 holes of one size:
         # nearly all the free space is outside the largest free block.
         check(frags[0] is not None and frags[1] is not None and frags[1] >= 0.6 and
