@@ -559,6 +559,51 @@ def test_bad_input():
         sleeper.kill()
 
 
+@per_vm(only=["stock"])
+@timeout(180)
+def test_queue_past_the_bound_is_marked(target):
+    """A message queue longer than the walk's bound (2,000,000 messages) is
+    counted up to it and its row marked partial (table `*`, JSON
+    "partial", the note under the totals): its memory a lower bound of
+    process_info's, never more; the other rows are not marked."""
+    with VM(target) as vm:
+        n = 2000100
+        check(vm.eval("begin P = spawn(fun() -> receive never -> ok end end), register(xb_flood, P), "
+                      "[P ! ok || _ <- lists:seq(1, %d)], ok end" % n, timeout=120) == "ok", "flood failed")
+        # The receive scans the queue (2 M messages, yielding as it goes):
+        # read once it is waiting again and its memory holds still (each
+        # process_info costs it a reduction).
+        info = "process_info(whereis(xb_flood), [status, memory])"
+        prev = None
+        for _ in range(100):
+            cur = vm.eval(info)
+            if cur == prev and "waiting" in cur:
+                break
+            prev = cur
+            time.sleep(0.2)
+        check(cur == prev, "xb_flood did not settle: %s" % cur)
+        mem = int(re.search(r"\{memory,(\d+)\}", cur).group(1))
+        rows, r = processes_json(vm)
+        check(vm.eval(info) == cur, "xb_flood changed while it was read")
+        flood = [x for x in rows if x["name"] == "xb_flood"]
+        check(len(flood) == 1, "xb_flood not in the JSON", r.out[:1500])
+        f = flood[0]
+        check(f["partial"] is True and f["message_queue_len"] == 2000000,
+              "xb_flood: partial %r, %d messages (%d queued, bound 2,000,000)" % (f["partial"], f["message_queue_len"], n))
+        check(0.99 * mem <= f["memory_bytes"] <= mem, "xb_flood: %d bytes, process_info says %d: a partial row's "
+              "memory is a lower bound" % (f["memory_bytes"], mem))
+        others = [x["name"] for x in rows if x["partial"] and x["name"] != "xb_flood"]
+        check(not others, "rows marked partial with no reason: %s" % others)
+        r = heapsample(vm, "-t", "3")
+        lines = r.out.splitlines()
+        i = [k for k, l in enumerate(lines) if k + 1 < len(lines) and lines[k + 1].split()[:1] == ["xb_flood"]]
+        check(i and lines[i[0]].endswith(" *"), "xb_flood's row is not marked *", r.out)
+        check(sum(l.endswith(" *") for l in lines) == 1, "more rows than one marked *", r.out)
+        check(re.search(r"^\* 1 processes: a message queue or link set too long to walk", r.out, re.M),
+              "no note for the row marked *", r.out)
+        log("%s\n%s" % (lines[i[0]], lines[i[0] + 1]))
+
+
 @per_vm(only=["stock", "otp29-jit-stripped"])
 @asan("bad input")
 def test_unknown_process_name(target):
