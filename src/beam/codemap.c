@@ -333,6 +333,34 @@ static bool essential_record(const int64_t *off, const uint8_t *b, size_t len)
 #define MAX_ESSENTIAL_ENTRIES 65536 /* what the essentials may add past the budget */
 #define MAX_ESSENTIAL_BYTES (16u << 20) /* one essential record read past the budget */
 
+/* One jit_code_entry's next_entry, symfile_addr and symfile_size: one
+ * read of the span that holds them (the chain is walked at every code
+ * map build, one read per registration), three if the layout spreads
+ * them out. */
+static int read_jit_entry(struct xb_vm *vm, uint64_t entry, uint64_t *next, uint64_t *addr, uint64_t *size)
+{
+	const int64_t *off = vm->off;
+	int64_t o[3] = { off[XB_F_JITENTRY_NEXT], off[XB_F_JITENTRY_SYMFILE_ADDR], off[XB_F_JITENTRY_SYMFILE_SIZE] };
+	uint64_t *out[3] = { next, addr, size };
+	int64_t lo = o[0], hi = o[0];
+	for (int i = 1; i < 3; i++) {
+		lo = o[i] < lo ? o[i] : lo;
+		hi = o[i] > hi ? o[i] : hi;
+	}
+	uint8_t b[64];
+	if (hi - lo + 8 <= (int64_t)sizeof(b)) {
+		if (xb_read(&vm->mem, entry + (uint64_t)lo, b, (size_t)(hi - lo + 8)) < 0)
+			return -1;
+		for (int i = 0; i < 3; i++)
+			memcpy(out[i], b + (o[i] - lo), 8);
+		return 0;
+	}
+	for (int i = 0; i < 3; i++)
+		if (xb_read_u64(&vm->mem, entry + (uint64_t)o[i], out[i]) < 0)
+			return -1;
+	return 0;
+}
+
 static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 {
 	const int64_t *off = vm->off;
@@ -383,9 +411,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 		uint64_t next, addr, size;
 		/* The chain itself must be readable; one bad symfile only
 		 * costs its own names (counted in cm->dropped). */
-		if (xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_NEXT], &next) < 0 ||
-		    xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_SYMFILE_ADDR], &addr) < 0 ||
-		    xb_read_u64(&vm->mem, entry + (uint64_t)off[XB_F_JITENTRY_SYMFILE_SIZE], &size) < 0)
+		if (read_jit_entry(vm, entry, &next, &addr, &size) < 0)
 			goto fail;
 		entry = next;
 		if (size > MAX_SYMFILE) {

@@ -339,6 +339,29 @@ def test_synthetic_cyclic_jit_chain():
     check("JIT chain loops" in sample.err, "the loop was not reported", sample.err)
 
 
+def test_synthetic_long_jit_chain():
+    """A JIT registration chain longer than its budget (2^20 entries) and
+    no loop: the walk stops at the budget and says so, the registrations
+    before it still name the code, every tool within its time and memory."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    with Fixture(exe, "jit", "long") as fx:
+        # (two tools: each walks the whole budget, 1.5 s; the other modes
+        # build the same code map, test_synthetic_cyclic_jit_chain runs them)
+        mp = os.path.join(tmpdir(), "map")
+        for name, args in ((SAMPLE, ["-v", "-d", "1"]), (PERFMAP, ["-o", mp])):
+            r, rss = measured(name, *(args + [fx.pid]), timeout=60)
+            what = "%s %s" % (name, args[-2])
+            check(r.rc == 0 and not r.timed_out and r.elapsed < 10 * time_scale(),
+                  "%s: exit %s after %.1f s" % (what, r.rc, r.elapsed), r.describe())
+            check(rss < 200 * 1024 * time_scale(), "%s: peak RSS %d KB" % (what, rss))
+            check("JIT registration chain has more than 1048576 entries" in r.err if name == SAMPLE
+                  else "JIT chain length" in r.err, "%s: the chain's budget was not reported" % what, r.err)
+            text = r.out if name == SAMPLE else open(mp).read()
+            check("fake:spin/0" in text, "%s: the registrations before the budget were not used" % what, text)
+            log("%s: %.1f s, %d MB" % (what, r.elapsed, rss // 1024))
+
+
 def test_synthetic_64g_heap():
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"))
