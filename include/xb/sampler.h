@@ -97,6 +97,7 @@ struct xb_sampler {
 	size_t unsampled;
 	int unsampled_errno;
 	bool unsampled_reported;
+	size_t unsampled_said; /* how many the warning said */
 	uint8_t *scratch; /* record reassembly */
 	size_t scratch_size;
 	size_t page_size;

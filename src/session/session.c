@@ -497,6 +497,7 @@ static void report_unsampled(struct xb_session *s)
 	if (!s->smp.unsampled || s->smp.unsampled_reported)
 		return;
 	s->smp.unsampled_reported = true;
+	s->smp.unsampled_said = s->smp.unsampled;
 	fprintf(stderr, "erlang-sample: warning: %zu of the VM's threads cannot be sampled (%zu are): %s\n",
 		s->smp.unsampled, s->smp.nlive, xb_sampler_unsampled_fix(&s->smp));
 }
@@ -641,6 +642,11 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	if (lost && !xb_verbose)
 		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples (lower -F)\n",
 			(unsigned long long)lost);
+	/* threads the VM made after the warning (one line when it first
+	 * happened) that could not be sampled either */
+	if (s->smp.unsampled_reported && s->smp.unsampled > s->smp.unsampled_said)
+		fprintf(f, "erlang-sample: warning: by the end, %zu of the VM's threads could not be sampled "
+			   "(%zu were)\n", s->smp.unsampled, s->smp.nlive);
 }
 
 void xb_session_report_skid(const struct xb_session *s, FILE *f)

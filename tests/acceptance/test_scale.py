@@ -85,6 +85,42 @@ def build_fixture(where):
     return exe
 
 
+def test_threads_past_the_fd_limit_mid_run():
+    """Threads the VM creates mid-run after the tool's hard fd limit is
+    reached: the run goes on with the threads it has, says once how many
+    it cannot sample and how to fix it, and counts them in -v."""
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    fx = subprocess.Popen([exe, "grow", "40"], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        check(fx.stdout.readline().strip() == b"ready", "the fixture did not start")
+        time.sleep(0.3)
+        n0 = threads_of(fx.pid)
+        # the tool's own fds, then a thread's fd each: a limit that holds
+        # the threads at start and runs out ~1 s into the run
+        r = sample_limited(fx.pid, 40 + n0, 40 + n0, "-v", "--capture", "perf", "-d", "4")
+        n1 = threads_of(fx.pid)
+        check(r.rc == 0, "exit %s" % r.rc, r.describe())
+        check(n1 >= n0 + 100, "the fixture made only %d threads during the run" % (n1 - n0))
+        warn = [l for l in r.err.splitlines() if "cannot be sampled" in l]
+        check(len(warn) == 1, "%d warnings about unsampled threads (expected one)" % len(warn), r.err)
+        check("ulimit -Hn" in warn[0], "the warning does not say how to fix it", warn[0])
+        m = re.search(r"threads: (\d+) opened, (\d+) live, (\d+) slots, (\d+) unsampled", r.err)
+        check(m, "no thread counts in -v", r.err)
+        opened, unsampled = int(m.group(1)), int(m.group(4))
+        check(opened >= n0 and unsampled >= 50 and opened + unsampled >= n1 - 60,
+              "%d threads at start, %d at the end: %d opened, %d unsampled" % (n0, n1, opened, unsampled), r.err)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out)
+        # said when it first happened (a few threads), and the count at the end
+        end = re.search(r"warning: by the end, (\d+) of the VM's threads could not be sampled \((\d+) were\)", r.err)
+        check(end and int(end.group(1)) == unsampled, "no end-of-run count of the unsampled threads "
+              "(-v: %d)" % unsampled, r.err)
+        log("%d threads, then %d: %d opened, %d unsampled; %s; %s" % (n0, n1, opened, unsampled, warn[0],
+                                                                      end.group(0)))
+    finally:
+        fx.kill()
+        fx.wait()
+
+
 def proc_status(pid):
     """(RSS in KB, open fds) of a running process."""
     rss = 0
