@@ -604,6 +604,53 @@ def test_vm_killed_midrun(target):
         check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)
 
 
+def take_pid(pid, tries=50):
+    """A process (a busy shell loop) with PID PID, just freed: the kernel hands out
+    ns_last_pid + 1 next (root; /proc/sys/kernel/ns_last_pid)."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    check(False, "could not start a process with the freed PID %d in %d tries" % (pid, tries))
+
+
+@per_vm(only=["stock"])
+def test_pid_reused_midrun(target):
+    """The VM dies and its PID is taken at once by another process: the
+    tool notices the VM is gone (its perf events end with the VM's
+    threads, and it holds a pidfd of the VM, not a number: either alone
+    stops it), prints what it gathered and stops; it does not go on with
+    the newcomer, which is busy on the CPU."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
+        pid = vm.pid
+        p, out, err = start_sampling(vm, tmpdir(), "reused", "-d", "60")
+        time.sleep(1.0)  # sampling, not synchronisation: what it gathers
+        vm.kill()  # SIGKILL and reaped: the PID is free
+        other = take_pid(pid)
+        try:
+            try:
+                p.wait(timeout=10 * time_scale())
+            except subprocess.TimeoutExpired:
+                p.kill()
+                check(False, "erlang-sample went on for 10 s with PID %d taken by another process" % pid)
+            out, err = open(out).read(), open(err).read()
+            check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
+            processed, received, rows = parse_table(out)
+            check(processed >= 50, "only %d samples gathered before the VM died" % processed, out)
+            check(re.search(r"VM %d exited" % pid, err), "no note that the VM exited", err)
+            check(other.poll() is None, "the newcomer died")
+            log("PID %d reused by %s: erlang-sample stopped with %d samples" % (pid, "a busy shell", processed))
+        finally:
+            other.kill()
+            other.wait()
+
+
 @per_vm()
 def test_skid_summary(target):
     """--skid-summary: p50/p90/p99/max in microseconds and the stale count,
