@@ -480,7 +480,7 @@ def corrupted_run(target, seconds):
 @timeout(120)
 @asan("corrupted reads of a real VM")
 def test_corrupted_reads_real_vm(target):
-    corrupted_run(target, 20)
+    corrupted_run(target, 14)
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])

@@ -11,6 +11,12 @@ root has no compiler, then runs from the installed files, chrooted:
 `erlang-sample --version`, `man -w`-style presence of the pages, and a short
 profile of a VM running on the host (chroot shares the PID namespace; /proc
 is mounted in the root).  The first run (debootstrap) takes a few minutes.
+
+test_deb_contents runs in the default suite (what CI runs): it builds the
+package and checks its files, its Depends and its unpacked tools against a
+VM, with no debootstrap and no network; the clean-root install stays in the
+package suite because a fresh machine's debootstrap (minutes, and the
+network) does not fit the default suite's time.
 """
 
 import os
@@ -151,3 +157,42 @@ def test_deb_installs_and_runs(target):
             r = run_cmd(["chroot", root, "erlang-heapsample", "-t", "5", str(vm.pid)], timeout=60)
             check(r.rc == 0 and re.search(r"xb_split", r.out), "the installed erlang-heapsample "
                   "does not list the xb_split process", r.describe())
+
+
+@per_vm(only=["stock"])
+@timeout(600)
+def test_deb_contents(target):
+    """In the default suite (no debootstrap, no network): scripts/build-deb.sh
+    builds, the package holds the three tools and their pages and nothing
+    else, depends on the Debian libraries they link, and its tools, unpacked,
+    profile a VM.  test_deb_installs_and_runs (--suite package) installs it
+    into a clean Debian 12 root."""
+    dist = os.path.join(tmpdir(), "dist")
+    sh([os.path.join(ROOT, "scripts", "build-deb.sh"), dist], timeout=900)
+    debs = [f for f in os.listdir(dist) if re.match(r"extrospect-beam_.*\.deb$", f)]
+    check(len(debs) == 1, "build-deb.sh made %s" % debs)
+    deb = os.path.join(dist, debs[0])
+    depends = sh(["dpkg-deb", "-f", deb, "Depends"], timeout=30).out
+    for lib in ("libdw1", "libelf1", "libbpf1", "libprotobuf-c1", "libc6"):
+        check(re.search(r"\b%s\b" % re.escape(lib), depends), "Depends lacks %s: %s" % (lib, depends))
+    files = [l.split()[-1].lstrip(".") for l in sh(["dpkg-deb", "-c", deb], timeout=30).out.splitlines()
+             if not l.startswith("d")]
+    want = {"/usr/bin/" + t for t in ("erlang-sample", "erlang-write-perf-map", "erlang-heapsample")} | \
+           {"/usr/share/man/man1/%s.1.gz" % t for t in ("erlang-sample", "erlang-write-perf-map",
+                                                        "erlang-heapsample")}
+    check(want <= set(files), "missing from the package: %s" % sorted(want - set(files)), "\n".join(files))
+    extra = [f for f in files if f not in want and not f.startswith("/usr/share/doc/extrospect-beam/")]
+    check(not extra, "unexpected files in the package: %s" % extra)
+    root = os.path.join(tmpdir(), "unpacked")
+    sh(["dpkg-deb", "-x", deb, root], timeout=60)
+    with VM(target) as vm:
+        vm.eval("xb_split:start(75)")
+        time.sleep(0.5)
+        r = run_cmd([os.path.join(root, "usr", "bin", "erlang-sample"), "-d", "1", "-t", "5", str(vm.pid)],
+                    timeout=60)
+        check(r.rc == 0 and re.search(r"^\s*\d+\s+xb_split:hot_a/1\s+\d+\.\d+%\s+\[Erlang\]$", r.out, re.M),
+              "the packaged erlang-sample does not show xb_split:hot_a/1", r.describe() + r.out)
+        r = run_cmd([os.path.join(root, "usr", "bin", "erlang-heapsample"), "-t", "5", str(vm.pid)], timeout=60)
+        check(r.rc == 0 and "xb_split" in r.out, "the packaged erlang-heapsample does not list xb_split",
+              r.describe() + r.out)
+    log("%s: %d files; Depends: %s" % (debs[0], len(files), depends.strip()))
