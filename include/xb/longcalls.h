@@ -58,6 +58,8 @@ struct xb_lc_stats {
 	uint64_t samples;         /* their samples */
 	uint64_t longest_min_ns, longest_max_ns; /* the run with the longest lower bound */
 	bool have_longest;
+	uint64_t off_cpu_calls;   /* calls seen blocked off the CPU (the looks between drains) */
+	uint64_t off_cpu_ns;      /* the sum of their lower bounds */
 };
 
 struct xb_lc_run;

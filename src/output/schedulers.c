@@ -479,12 +479,23 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 	fputs("]", f);
 }
 
+/* Of the run's wall time, the share a scheduler was seen blocked off the
+ * CPU in NIF/BIF calls: the sum of those calls' lower bounds (calls
+ * shorter than two looks, ~4 ms, are not seen), so a lower bound. */
+static double off_cpu_share(const struct xb_lc_stats *lst, double window_s)
+{
+	double v = window_s > 0 ? (double)lst->off_cpu_ns / (window_s * 1e9) : 0.0;
+	return v > 1.0 ? 1.0 : v;
+}
+
 /* The long-call summary of thread TI (JSON members, no braces). */
-static void json_lc_summary(struct sched_sink *ss, FILE *f, size_t ti, const struct tstat *t)
+static void json_lc_summary(struct sched_sink *ss, FILE *f, size_t ti, const struct tstat *t, double window_s)
 {
 	const struct xb_lc_stats *lst = xb_lc_stats_of(&ss->lc, (int)ti);
 	fputs(",\"nif_share\":", f);
 	json_num(f, t ? share(t->state[XB_STATE_NIF], t->samples) : 0.0);
+	fprintf(f, ",\"off_cpu_calls\":%llu,\"off_cpu_call_share\":", (unsigned long long)lst->off_cpu_calls);
+	json_num(f, off_cpu_share(lst, window_s));
 	fprintf(f, ",\"native_calls\":%llu,\"native_call_samples\":%llu,\"longest_call\":",
 		(unsigned long long)lst->calls, (unsigned long long)lst->samples);
 	if (!lst->have_longest) {
@@ -559,7 +570,7 @@ static int write_json(struct sched_sink *ss, struct xb_session *s, FILE *f)
 				(unsigned long long)(t ? t->cpu_moves : 0));
 		}
 		if (th->kind == 's')
-			json_lc_summary(ss, f, ti, t);
+			json_lc_summary(ss, f, ti, t, s->elapsed_s);
 		fputs("}", f);
 	}
 	fputs("],\n", f);
@@ -749,7 +760,8 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 		}
 	}
 	write_table_calls(ss, s, f);
-	fprintf(f, "NIF time on normal schedulers (share of samples), calls seen, the longest:\n");
+	fprintf(f, "NIF time on normal schedulers (share of samples), calls seen, the longest,\n"
+		   "and the time blocked off the CPU in calls (which samples cannot see):\n");
 	for (size_t j = 0; j < n; j++) {
 		size_t ti = idx[j];
 		const struct xb_thread *th = &s->smp.threads[ti];
@@ -765,6 +777,9 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 				fprintf(f, " (<= %.2f ms)", (double)lst->longest_max_ns / 1e6);
 		}
 		fputc('\n', f);
+		if (lst->off_cpu_calls)
+			fprintf(f, "    blocked off the CPU in %llu of them: >= %.1f%% of the run\n",
+				(unsigned long long)lst->off_cpu_calls, 100.0 * off_cpu_share(lst, s->elapsed_s));
 	}
 	if (!ss->o.long_calls_only) {
 		uint64_t moves = 0;

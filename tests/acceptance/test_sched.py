@@ -546,9 +546,27 @@ def test_long_calls_off_cpu(target):
               "bounds' tightness on" % (plain, len(calls)))
         check(tight >= 0.8 * plain, "only %d of %d calls (unstretched) have bounds within [25, 35] ms"
               % (tight, plain))
+        # The per-scheduler summary: the time blocked off the CPU in calls
+        # (samples see none of it), a lower bound: the sum of the calls'
+        # lower bounds over the run; scheduler 1 sleeps nearly all the run.
+        sch = {x["scheduler"]: x for x in doc["schedulers"] if x["type"] == "normal"}
+        s1 = sch.get("1")
+        low = sum(c["min_ms"] for c in calls) / 1e3 / doc["window_s"]
+        check(s1 and s1["off_cpu_calls"] >= len(calls) and low - 0.001 <= s1["off_cpu_call_share"] <= low + 0.02,
+              "scheduler 1: %s off-CPU calls, share %s; %d calls reported, their lower bounds %.0f ms in a "
+              "%.2f s run" % (s1 and s1["off_cpu_calls"], s1 and s1["off_cpu_call_share"], len(calls),
+                              sum(c["min_ms"] for c in calls), doc["window_s"]))
+        check(s1["off_cpu_call_share"] >= 0.7, "scheduler 1 blocked in the sleeping NIF for only %.0f %% of "
+              "the run" % (100 * s1["off_cpu_call_share"]))
+        rest = [(k, x["off_cpu_call_share"]) for k, x in sch.items() if k != "1" and x["off_cpu_call_share"] > 0.02]
+        check(not rest, "off-CPU call time on schedulers that made no such call: %s" % rest)
         log("%d calls of the sleeping NIF reported off CPU, each within one measured call; of the %d not "
-            "stretched, %d within [25, 35] ms; e.g. [%.2f, %s] ms" % (len(calls), plain, tight, calls[0]["min_ms"],
-                                                                    calls[0]["max_ms"]))
+            "stretched, %d within [25, 35] ms; e.g. [%.2f, %s] ms; scheduler 1 blocked in calls >= %.1f %% "
+            "of the run" % (len(calls), plain, tight, calls[0]["min_ms"], calls[0]["max_ms"],
+                            100 * s1["off_cpu_call_share"]))
+        r = sample(vm, "-d", "1", "--long-calls")
+        check(re.search(r"^    blocked off the CPU in \d+ of them: >= \d+\.\d% of the run$", r.out, re.M),
+              "the table does not give the time blocked off the CPU", r.out)
 
 
 def fifty_calls(calls, truth):
