@@ -559,7 +559,7 @@ def test_bad_input():
         sleeper.kill()
 
 
-@per_vm(only=["stock"])
+@per_vm(only=["stock", "otp29-jit"])
 @timeout(180)
 def test_queue_past_the_bound_is_marked(target):
     """A message queue longer than the walk's bound (2,000,000 messages) is
