@@ -53,39 +53,71 @@ static const char *const kid_name[] = {
 
 /* Reads of one area.  A whole walk reads WIN words at a time.  A
  * sampled walk must read about --max-words in all, not the heap: each
- * chunk sets LIM (its end), reads stop there, and what lies past it (the
- * rest of an object that straddles the end, the objects that synchronise
- * a chunk) is read TAIL words at a time.  READ counts the words read. */
+ * chunk sets LIM (its end) and its reads stop there; what lies past it
+ * (the rest of an object that crosses the end, the objects that
+ * synchronise a chunk) goes through a small tail window of its own, so
+ * that it never evicts the chunk's words (a chunk read again for every
+ * failed synchronisation would cost its size squared).  Each window
+ * starts BACK words before the word asked for: an object that crosses a
+ * window's end is read from its header again (walk_range, side_effects).
+ * READ counts the words read. */
 #define TAIL 64u
 #define BACK 16u
 struct reader {
 	struct xb_vm *vm;
 	uint64_t base, nwords, lim;
 	uint64_t *buf, first, n, read;
+	uint64_t tbuf[BACK + TAIL], tfirst, tn;
 	bool err;
 };
+
+static void reader_reset(struct reader *r, uint64_t base, uint64_t nwords, uint64_t lim)
+{
+	r->base = base;
+	r->nwords = nwords;
+	r->lim = lim;
+	r->first = r->n = r->tfirst = r->tn = 0;
+	r->err = false;
+}
+
+static bool fill(struct reader *r, uint64_t *dst, uint64_t first, uint64_t n)
+{
+	if (xb_read(&r->vm->mem, r->base + first * 8, dst, n * 8) < 0) {
+		r->err = true;
+		return false;
+	}
+	r->read += n;
+	return true;
+}
 
 static bool rd(struct reader *r, uint64_t i, uint64_t *w)
 {
 	if (i >= r->nwords)
 		return false;
-	if (i < r->first || i >= r->first + r->n) {
-		uint64_t stop = i < r->lim ? r->lim : i + TAIL;
-		if (stop > r->nwords)
-			stop = r->nwords;
-		/* BACK words before I come along: an object that straddles
-		 * the window's end is read from its header again (walk_range,
-		 * side_effects) */
-		uint64_t first = i > BACK ? i - BACK : 0, n = stop - first < WIN ? stop - first : WIN;
-		r->read += n;
-		if (xb_read(&r->vm->mem, r->base + first * 8, r->buf, n * 8) < 0) {
-			r->err = true;
-			return false;
-		}
-		r->first = first;
-		r->n = n;
+	if (i >= r->first && i < r->first + r->n) {
+		*w = r->buf[i - r->first];
+		return true;
 	}
-	*w = r->buf[i - r->first];
+	if (i >= r->tfirst && i < r->tfirst + r->tn) {
+		*w = r->tbuf[i - r->tfirst];
+		return true;
+	}
+	uint64_t first = i > BACK ? i - BACK : 0;
+	if (i >= r->lim) {
+		uint64_t n = r->nwords - first < BACK + TAIL ? r->nwords - first : BACK + TAIL;
+		if (!fill(r, r->tbuf, first, n))
+			return false;
+		r->tfirst = first;
+		r->tn = n;
+		*w = r->tbuf[i - first];
+		return true;
+	}
+	uint64_t n = r->lim - first < WIN ? r->lim - first : WIN;
+	if (!fill(r, r->buf, first, n))
+		return false;
+	r->first = first;
+	r->n = n;
+	*w = r->buf[i - first];
 	return true;
 }
 
@@ -454,9 +486,7 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	res->whole = res->words_total <= maxw;
 	if (res->whole) {
 		for (size_t k = 0; k < na; k++) {
-			r.base = areas[k].start;
-			r.nwords = r.lim = areas[k].words;
-			r.first = r.n = 0;
+			reader_reset(&r, areas[k].start, areas[k].words, areas[k].words);
 			uint64_t end = walk_range(w, &r, 0, areas[k].words, false);
 			if (r.err) {
 				xb_fail("the %s at 0x%llx became unreadable (it was freed: the process garbage "
@@ -484,11 +514,9 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			}
 			if (k >= na)
 				break;
-			r.base = areas[k].start;
-			r.nwords = areas[k].words;
 			uint64_t end = g + cw < areas[k].words ? g + cw : areas[k].words, i = g;
-			r.lim = end;
-			r.first = r.n = 0; /* the last chunk's words are not this one's */
+			/* (the last chunk's words, and its error, are not this one's) */
+			reader_reset(&r, areas[k].start, areas[k].words, end);
 			/* synchronise: a header whose object and the next ones parse */
 			bool synced = false;
 			for (; i < end && !synced; i++) {
@@ -516,8 +544,8 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			res->chunks++;
 		}
 		snprintf(res->method, sizeof(res->method),
-			 "sampled (--max-words): %u chunks of %llu words at random places, %llu words\n"
-			 "read; shares are estimates with a 95%% interval",
+			 "sampled (--max-words): %u chunks of %llu words at random places;\n"
+			 "%llu words read; shares are estimates with a 95%% interval",
 			 res->chunks, (unsigned long long)cw, (unsigned long long)r.read);
 	}
 	res->words_fetched = r.read;

@@ -328,7 +328,7 @@ def check_read_bound(vm, heap_bytes):
     base, _ = vm_bytes_read(vm, "--contents", "erl_prim_loader")
     for maxw in (65536, 262144):
         n, out = vm_bytes_read(vm, "--contents", "xb_mix", "--max-words", str(maxw), "--seed", "3")
-        m = re.search(r"at random places, (\d+) words\s+read", out)
+        m = re.search(r"at random places;\n(\d+) words read;", out)
         check(m, "--max-words %d: the sampled walk does not say how much it read" % maxw, out[:600])
         words = int(m.group(1))
         check(maxw <= words * 1.05 and words <= maxw * 1.15, "--max-words %d: %d words read" % (maxw, words))
@@ -435,6 +435,9 @@ def check_rss_summary(vm, out):
           % (m.group(1), truth_rss / 2 ** 20), out)
     check(close(size, truth_size, 0.03, 4 << 20), "RSS summary: %s mapped, smaps says %.1f MB"
           % (m.group(2), truth_size / 2 ** 20), out)
+    if "pagemap unreadable" in out:
+        log("RSS summary: /proc/PID/pagemap unreadable here; carriers' residency not checked")
+        return
     fig = {}
     for key, pat in (("carriers", r"in allocator carriers: +(\S+) resident of (\S+) \(pagemap\)"),
                      ("blocks", r"holding blocks: +(\S+)"),
@@ -452,7 +455,9 @@ def check_rss_summary(vm, out):
           "blocks %.1f MB, free %.1f MB, carriers %.1f MB" % (blocks / 2 ** 20, free / 2 ** 20, carriers / 2 ** 20), out)
     check(abs(outside - (rss - resident)) <= 2 * slack, "outside carriers %.1f MB, RSS - carriers resident "
           "%.1f MB" % (outside / 2 ** 20, (rss - resident) / 2 ** 20), out)
-    check(abs(float(fig["free"].group(2)) - 100.0 * free / rss) <= 0.2, "free carrier space share", out)
+    pct = float(fig["free"].group(2))
+    # (both figures printed with 3 significant digits, the share with one decimal)
+    check(abs(pct - 100.0 * free / rss) <= 0.05 + 0.011 * pct, "free carrier space share", out)
     log("RSS summary: %.1f MB resident (smaps here %.1f MB), carriers %.1f of %.1f MB, blocks %.1f MB, "
         "free %.1f MB, outside %.1f MB" % tuple(x / 2 ** 20 for x in (rss, truth_rss, resident, carriers,
                                                                       blocks, free, outside)))
@@ -497,6 +502,7 @@ def test_alloc_fragmentation(target):
         # written, so resident; freeing every other 2 KB block returns no
         # page (each keeps a live neighbour) and leaves ~40 MB resident
         # outside blocks.
+        check(all(x[0] is not None for x in res), "binary_alloc's resident bytes unknown (pagemap unreadable?)")
         (r0, f0, b0, c0), (r1, f1, b1, c1) = res
         check(b0 * 0.95 <= r0 <= c0 and r1 <= c1, "binary_alloc resident %d of %d carrier bytes, %d in "
               "blocks (before); %d of %d (after)" % (r0, c0, b0, r1, c1))
@@ -574,14 +580,15 @@ def test_queue_past_the_bound_is_marked(target):
         # read once it is waiting again and its memory holds still (each
         # process_info costs it a reduction).
         info = "process_info(whereis(xb_flood), [status, memory])"
-        prev = None
+        prev, settled = None, False
         for _ in range(100):
             cur = vm.eval(info)
             if cur == prev and "waiting" in cur:
+                settled = True
                 break
             prev = cur
             time.sleep(0.2)
-        check(cur == prev, "xb_flood did not settle: %s" % cur)
+        check(settled, "xb_flood did not settle in 20 s: %s" % cur)
         mem = int(re.search(r"\{memory,(\d+)\}", cur).group(1))
         rows, r = processes_json(vm)
         check(vm.eval(info) == cur, "xb_flood changed while it was read")
