@@ -48,6 +48,7 @@ struct xb_long_call {
 	uint64_t min_ns, max_ns;  /* bounds of its length; max_ns UINT64_MAX: unknown */
 	unsigned samples;         /* samples in it (off_cpu: observations) */
 	bool off_cpu;             /* seen blocked off the CPU, not sampled on it */
+	uint64_t blocked_ns;      /* off_cpu: time between looks that both saw it blocked */
 	uint64_t c_p;             /* its identity: process and call (struct xb_call_id) */
 	struct xb_call_id id;
 };
@@ -59,7 +60,7 @@ struct xb_lc_stats {
 	uint64_t longest_min_ns, longest_max_ns; /* the run with the longest lower bound */
 	bool have_longest;
 	uint64_t off_cpu_calls;   /* calls seen blocked off the CPU (the looks between drains) */
-	uint64_t off_cpu_ns;      /* the sum of their lower bounds */
+	uint64_t off_cpu_ns;      /* the time they were seen blocked (a lower bound) */
 };
 
 struct xb_lc_run;

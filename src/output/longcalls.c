@@ -193,7 +193,7 @@ int xb_lc_add_call(struct xb_longcalls *lc, const struct xb_long_call *c)
 	st->samples += c->samples;
 	if (c->off_cpu) {
 		st->off_cpu_calls++;
-		st->off_cpu_ns += c->min_ns;
+		st->off_cpu_ns += c->blocked_ns;
 	}
 	if (!st->have_longest || c->min_ns > st->longest_min_ns) {
 		st->have_longest = true;

@@ -96,6 +96,9 @@ struct blocked {
 	char pid[32], name[256];
 	uint64_t first_ns, last_ns; /* first and last look that saw it blocked in the call */
 	unsigned looks;
+	/* time between looks that both saw it blocked (a look that finds
+	 * it on a CPU, computing in the call, breaks the count) */
+	uint64_t blocked_ns, last_blocked_ns;
 };
 
 struct tstat {
@@ -480,8 +483,10 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 }
 
 /* Of the run's wall time, the share a scheduler was seen blocked off the
- * CPU in NIF/BIF calls: the sum of those calls' lower bounds (calls
- * shorter than two looks, ~4 ms, are not seen), so a lower bound. */
+ * CPU in NIF/BIF calls: the time between looks that both found it blocked
+ * in the same call (not the calls' lengths: a NIF may compute between two
+ * sleeps, and a call shorter than two looks, ~4 ms, is not seen), so a
+ * lower bound. */
 static double off_cpu_share(const struct xb_lc_stats *lst, double window_s)
 {
 	double v = window_s > 0 ? (double)lst->off_cpu_ns / (window_s * 1e9) : 0.0;
@@ -911,6 +916,7 @@ static void blocked_close(struct sched_sink *ss, size_t ti, struct blocked *b, u
 		.max_ns = now && b->run_before_ns ? now - b->run_before_ns : UINT64_MAX,
 		.samples = b->looks,
 		.off_cpu = true,
+		.blocked_ns = b->blocked_ns,
 		.c_p = b->run_c_p,
 		.id = b->run_id,
 	};
@@ -945,7 +951,8 @@ static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti,
 	b->active = true;
 	b->fn = ids[st.fn];
 	b->caller = caller_of(&s->prof, &rs);
-	b->first_ns = b->last_ns = now;
+	b->first_ns = b->last_ns = b->last_blocked_ns = now;
+	b->blocked_ns = 0;
 	b->looks = 1;
 	snprintf(b->pid, sizeof(b->pid), "%s", es.pid);
 	snprintf(b->name, sizeof(b->name), "%s", pname);
@@ -988,10 +995,14 @@ static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 			b->run_id = id;
 		}
 		b->last_look_ns = now;
-		if (!have || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc))
+		if (!have || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc)) {
+			b->last_blocked_ns = 0;
 			continue;
+		}
 		if (b->active) {
-			b->last_ns = now;
+			if (b->last_blocked_ns)
+				b->blocked_ns += now - b->last_blocked_ns;
+			b->last_blocked_ns = b->last_ns = now;
 			b->looks++;
 		} else {
 			blocked_open(ss, s, ti, b, now);

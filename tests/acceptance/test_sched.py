@@ -547,12 +547,13 @@ def test_long_calls_off_cpu(target):
         check(tight >= 0.8 * plain, "only %d of %d calls (unstretched) have bounds within [25, 35] ms"
               % (tight, plain))
         # The per-scheduler summary: the time blocked off the CPU in calls
-        # (samples see none of it), a lower bound: the sum of the calls'
-        # lower bounds over the run; scheduler 1 sleeps nearly all the run.
+        # (samples see none of it), a lower bound: the time between looks
+        # that both saw a call blocked, no more than the calls' lower
+        # bounds; scheduler 1 sleeps nearly all the run.
         sch = {x["scheduler"]: x for x in doc["schedulers"] if x["type"] == "normal"}
         s1 = sch.get("1")
         low = sum(c["min_ms"] for c in calls) / 1e3 / doc["window_s"]
-        check(s1 and s1["off_cpu_calls"] >= len(calls) and low - 0.001 <= s1["off_cpu_call_share"] <= low + 0.02,
+        check(s1 and s1["off_cpu_calls"] >= len(calls) and low - 0.05 <= s1["off_cpu_call_share"] <= low + 0.001,
               "scheduler 1: %s off-CPU calls, share %s; %d calls reported, their lower bounds %.0f ms in a "
               "%.2f s run" % (s1 and s1["off_cpu_calls"], s1 and s1["off_cpu_call_share"], len(calls),
                               sum(c["min_ms"] for c in calls), doc["window_s"]))
