@@ -362,6 +362,27 @@ def test_synthetic_long_jit_chain():
             log("%s: %.1f s, %d MB" % (what, r.elapsed, rss // 1024))
 
 
+def test_synthetic_code_loading_during_pstack():
+    """--pstack keeps every code map version its frames point into until
+    it prints: a VM that loads code all the time, with a scheduler that
+    never shows a process (so --pstack waits), stops at 16 versions and
+    says so, instead of growing with every load."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    with Fixture(exe, "jit", "loading") as fx:
+        r, rss = measured(SAMPLE, "-v", "--pstack", "--pstack-wait", "3", fx.pid, timeout=60)
+        check(r.rc == 0 and not r.timed_out and r.elapsed < 10 * time_scale(),
+              "--pstack: exit %s after %.1f s" % (r.rc, r.elapsed), r.describe())
+        check(rss < 200 * 1024 * time_scale(), "--pstack: peak RSS %d KB" % rss)
+        check("16 code map versions kept for --pstack; no more rebuilds" in r.err,
+              "the budget of code map versions was not reported", r.err[-3000:])
+        m = re.search(r"code map refreshes (\d+)", r.err)
+        check(m and int(m.group(1)) == 16, "code map refreshes: %s (16 kept, then no more)"
+              % (m and m.group(1)), r.err[-3000:])
+        log("--pstack on a VM loading code every 20 ms: %.1f s, %d MB, %s refreshes" % (
+            r.elapsed, rss // 1024, m.group(1)))
+
+
 def test_synthetic_64g_heap():
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"))

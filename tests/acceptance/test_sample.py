@@ -604,33 +604,44 @@ def test_vm_killed_midrun(target):
         check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)
 
 
-def take_pid(pid, tries=50):
-    """A process (a busy shell loop) with PID PID, just freed: the kernel hands out
-    ns_last_pid + 1 next (root; /proc/sys/kernel/ns_last_pid)."""
-    for _ in range(tries):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
+def take_pid(pid, seconds=5.0):
+    """A process (a busy shell loop) with PID PID, just freed: the kernel
+    hands out ns_last_pid + 1 next (root; /proc/sys/kernel/ns_last_pid).
+    Tried until SECONDS pass (the PID is free once every process that held
+    it, the VM's erl_child_setup as its group leader included, is reaped)."""
+    t_end = time.monotonic() + seconds * time_scale()
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+        except OSError as e:
+            check(False, "cannot choose the next PID (/proc/sys/kernel/ns_last_pid: %s); the test needs "
+                  "root in the initial PID namespace" % e)
         p = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
         if p.pid == pid:
             return p
         p.kill()
         p.wait()
-    check(False, "could not start a process with the freed PID %d in %d tries" % (pid, tries))
+        if time.monotonic() > t_end:
+            check(False, "could not start a process with the freed PID %d in %d tries" % (pid, tries))
+        time.sleep(0.01)
 
 
-@per_vm(only=["stock"])
-def test_pid_reused_midrun(target):
-    """The VM dies and its PID is taken at once by another process: the
-    tool notices the VM is gone (its perf events end with the VM's
-    threads, and it holds a pidfd of the VM, not a number: either alone
-    stops it), prints what it gathered and stops; it does not go on with
-    the newcomer, which is busy on the CPU."""
+def reused_midrun(target, argv, seconds):
+    """Run TOOL ARGV PID in the background for SECONDS, kill the VM, give
+    its PID to a busy shell at once: (exit status, stdout, stderr, PID)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
         pid = vm.pid
-        p, out, err = start_sampling(vm, tmpdir(), "reused", "-d", "60")
-        time.sleep(1.0)  # sampling, not synchronisation: what it gathers
+        d = tmpdir()
+        tag = os.path.basename(argv[0])
+        out, err = os.path.join(d, tag + ".out"), os.path.join(d, tag + ".err")
+        with open(out, "w") as fo, open(err, "w") as fe:
+            p = spawn_tool(argv[0], *(argv[1:] + [pid]), stdout=fo, stderr=fe)
+        time.sleep(seconds)  # what it gathers, not synchronisation
         vm.kill()  # SIGKILL and reaped: the PID is free
         other = take_pid(pid)
         try:
@@ -638,17 +649,32 @@ def test_pid_reused_midrun(target):
                 p.wait(timeout=10 * time_scale())
             except subprocess.TimeoutExpired:
                 p.kill()
-                check(False, "erlang-sample went on for 10 s with PID %d taken by another process" % pid)
-            out, err = open(out).read(), open(err).read()
-            check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
-            processed, received, rows = parse_table(out)
-            check(processed >= 50, "only %d samples gathered before the VM died" % processed, out)
-            check(re.search(r"VM %d exited" % pid, err), "no note that the VM exited", err)
+                check(False, "%s went on for 10 s with PID %d taken by another process" % (argv[0], pid))
             check(other.poll() is None, "the newcomer died")
-            log("PID %d reused by %s: erlang-sample stopped with %d samples" % (pid, "a busy shell", processed))
         finally:
             other.kill()
             other.wait()
+        return p.returncode, open(out).read(), open(err).read(), pid
+
+
+@per_vm(only=["stock"])
+def test_pid_reused_midrun(target):
+    """The VM dies and its PID is taken at once by another process (busy
+    on the CPU): the tools notice the VM is gone and print what they
+    gathered, with the note; they do not go on with the newcomer.
+    erlang-sample's perf events end with the VM's threads; erlang-heapsample
+    --interval has none, only the pidfd it holds of the VM (a PID number
+    would now name the newcomer)."""
+    rc, out, err, pid = reused_midrun(target, [TOOL, "-v", "-d", "60"], 1.0)
+    check(rc == 0, "erlang-sample: exit %d after the VM died" % rc, out + err)
+    processed, received, rows = parse_table(out)
+    check(processed >= 50, "erlang-sample: only %d samples gathered before the VM died" % processed, out)
+    check(re.search(r"VM %d exited" % pid, err), "erlang-sample: no note that the VM exited", err)
+    rc, out, err, pid = reused_midrun(target, ["erlang-heapsample", "--interval", "0.5", "--count", "100"], 1.8)
+    check(rc == 0, "erlang-heapsample: exit %d after the VM died" % rc, out + err)
+    check("interval 1" in out, "erlang-heapsample: nothing read before the VM died", out)
+    check(re.search(r"VM %d exited" % pid, err), "erlang-heapsample: no note that the VM exited", err)
+    log("PID %d reused by a busy shell: both tools stopped with what they had, and said why" % pid)
 
 
 @per_vm()
