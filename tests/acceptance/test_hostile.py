@@ -383,6 +383,25 @@ def test_synthetic_code_loading_during_pstack():
             r.elapsed, rss // 1024, m.group(1)))
 
 
+def test_synthetic_line_tables_over_budget():
+    """--lines reads a module's line records on first use, within 64 MiB
+    for all modules: six modules of a million records (16 MB each) on the
+    stack, the first five named with their lines (the call's: line 16),
+    the sixth without, and the budget's note; memory stays near it."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    with Fixture(exe, "jit", "lines") as fx:
+        r, rss = measured(SAMPLE, "--lines", "-d", "1", "--format", "folded", fx.pid, timeout=60)
+        check(r.rc == 0 and not r.timed_out and r.elapsed < 10 * time_scale(),
+              "--lines: exit %s after %.1f s" % (r.rc, r.elapsed), r.describe())
+        check(rss < 250 * 1024 * time_scale(), "--lines: peak RSS %d KB" % rss)
+        want = ";".join(["lm6:f/0"] + ["lm%d:f/0 (lm.erl:16)" % k for k in range(5, 0, -1)] + ["fake:spin/0"])
+        stacks = [l.rsplit(" ", 1)[0] for l in r.out.splitlines()]
+        check(stacks and all(st == want for st in stacks), "stacks are not %s" % want, r.out[:1500])
+        check("(line records 1)" in r.err, "the line-table budget was not reported", r.err)
+        log("--lines over 6 x 1,000,000 line records: %.1f s, %d MB; %s" % (r.elapsed, rss // 1024, want))
+
+
 def test_synthetic_64g_heap():
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"))
