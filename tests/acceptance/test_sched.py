@@ -319,9 +319,15 @@ def test_schedulers_busy_one_of_four(target):
         for s in normal:
             sid = int(s["scheduler"])
             check(sid in swt, "no scheduler_wall_time for scheduler %d" % sid, w.after)
-            check(abs(s["busy"] - swt[sid]) <= 0.10,
-                  "scheduler %d: busy %.3f, scheduler_wall_time %.3f (more than 10 points apart)"
-                  % (sid, s["busy"], swt[sid]), detail)
+            # A scheduler woken on a loaded machine waits for a CPU before
+            # it runs: the kernel's run delay cannot tell that wait from a
+            # preemption, so `busy` counts it; scheduler_wall_time does not
+            # (it starts counting once the scheduler runs).  Seen under ASan:
+            # an idle scheduler woken for xb_ctl, busy 0.108 = rq-wait 0.109,
+            # swt 0.  So busy may exceed swt by that wait, never fall short.
+            check(-0.10 <= s["busy"] - swt[sid] <= 0.10 + s["runqueue_wait"],
+                  "scheduler %d: busy %.3f, scheduler_wall_time %.3f (more than 10 points apart, "
+                  "beyond a run-queue wait of %.3f)" % (sid, s["busy"], swt[sid], s["runqueue_wait"]), detail)
             if s["runqueue_wait"] < 0.05:
                 check(abs(s["utilization"] - swt[sid]) <= 0.10,
                       "scheduler %d: utilization %.3f, scheduler_wall_time %.3f (the machine let it "
