@@ -48,7 +48,6 @@ struct xb_hw_result {
 	struct xb_proc proc;         /* the snapshot walked */
 	uint64_t words_total;        /* young used + old used + fragments */
 	uint64_t words_read;         /* words classified */
-	uint64_t words_fetched;      /* words read from the VM (sampled: about max_words) */
 	uint64_t words_unparsed;     /* words that did not parse (corrupt or moving) */
 	uint64_t objects;
 	bool whole;                  /* everything read: shares are exact */

@@ -548,7 +548,6 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			 "%llu words read; shares are estimates with a 95%% interval",
 			 res->chunks, (unsigned long long)cw, (unsigned long long)r.read);
 	}
-	res->words_fetched = r.read;
 	/* The heap must not have moved while we read it. */
 	struct xb_proc again;
 	if (xb_proc_read(t, slot, 0, &again) < 0)

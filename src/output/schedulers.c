@@ -98,7 +98,8 @@ struct blocked {
 	unsigned looks;
 	/* time between looks that both saw it blocked (a look that finds
 	 * it on a CPU, computing in the call, breaks the count) */
-	uint64_t blocked_ns, last_blocked_ns;
+	uint64_t blocked_ns;
+	bool last_blocked; /* the last look (at last_ns) saw it blocked */
 };
 
 struct tstat {
@@ -951,7 +952,8 @@ static void blocked_open(struct sched_sink *ss, struct xb_session *s, size_t ti,
 	b->active = true;
 	b->fn = ids[st.fn];
 	b->caller = caller_of(&s->prof, &rs);
-	b->first_ns = b->last_ns = b->last_blocked_ns = now;
+	b->first_ns = b->last_ns = now;
+	b->last_blocked = true;
 	b->blocked_ns = 0;
 	b->looks = 1;
 	snprintf(b->pid, sizeof(b->pid), "%s", es.pid);
@@ -996,13 +998,14 @@ static void poll_blocked(struct xb_sink *k, struct xb_session *s)
 		}
 		b->last_look_ns = now;
 		if (!have || !xb_task_blocked_at(s->vm.pid, t->tid, &sp, &pc)) {
-			b->last_blocked_ns = 0;
+			b->last_blocked = false;
 			continue;
 		}
 		if (b->active) {
-			if (b->last_blocked_ns)
-				b->blocked_ns += now - b->last_blocked_ns;
-			b->last_blocked_ns = b->last_ns = now;
+			if (b->last_blocked)
+				b->blocked_ns += now - b->last_ns;
+			b->last_ns = now;
+			b->last_blocked = true;
 			b->looks++;
 		} else {
 			blocked_open(ss, s, ti, b, now);

@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, time_scale,
-                    timeout, tmpdir, tool_path)
+                    timeout, tmpdir, tool_path, untraced_leak_check)
 
 TOOL = "erlang-heapsample"
 KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep"]
@@ -308,10 +308,8 @@ def vm_bytes_read(vm, *args):
     strace = shutil.which("strace")
     check(strace, "strace is not installed; tests/run-all.sh installs it")
     log_path = os.path.join(tmpdir(), "strace.txt")
-    env = dict(os.environ)
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")  # LSan under ptrace
     r = run_cmd([strace, "-f", "-qq", "-o", log_path, "-e", "trace=process_vm_readv", tool_path(TOOL)] +
-                list(args) + [str(vm.pid)], timeout=120 * time_scale(), env=env)
+                list(args) + [str(vm.pid)], timeout=120 * time_scale(), env=untraced_leak_check())
     check(r.rc == 0, "%s %s under strace failed" % (TOOL, " ".join(args)), r.describe())
     with open(log_path) as f:
         got = [int(m.group(1)) for m in re.finditer(r"process_vm_readv\(.*= (\d+)$", f.read(), re.M)]

@@ -20,7 +20,7 @@ import time
 from xbtest import (asan, VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
                     run_cmd,
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, tmpdir,
-                    tool_path, wait_for)
+                    tool_path, untraced_leak_check, wait_for)
 from xbsample import (TOOL, check_frame_addresses, check_no_garbage, function_starts,
                       parse_folded, parse_table, sample, scheduler_cpu_ns, stats, wait_running,
                       wait_sampling)
@@ -60,14 +60,6 @@ def finish(p, out, err, timeout=30):
 
 # ---------------------------------------------------------------------------
 # "never ptrace, never /proc/PID/mem"
-
-def untraced_leak_check():
-    """LeakSanitizer refuses to run under ptrace (strace): the environment
-    for a traced sanitizer build, leak checking off (the rest of ASan on)."""
-    env = dict(os.environ)
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
-    return env
-
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_never_ptrace_nor_proc_mem(target):

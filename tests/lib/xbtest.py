@@ -173,6 +173,14 @@ def skip_ok_in_strict(exc):
     return key in SKIP_REASONS and SKIP_REASONS[key][2]
 
 
+def untraced_leak_check():
+    """LeakSanitizer refuses to run under ptrace (strace): the environment
+    for a traced sanitizer build, leak checking off (the rest of ASan on)."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    return env
+
+
 def time_scale():
     """Factor for wall-clock limits: 3 under the sanitizer build (ASan makes
     our tools 2-3x slower), 1 otherwise; XB_TIME_SCALE overrides."""
