@@ -49,7 +49,33 @@ import xbtest  # noqa: E402
 from sample_bench import ci95  # noqa: E402
 
 
+class ToolFailed(Exception):
+    pass
+
+
+def run_check(argv, want):
+    """Run bpf_capture_check (ARGV); its stdout, or ToolFailed when it
+    exits non-zero, reports an error on stderr (it stops sampling early
+    and may still exit 0) or does not print the line WANT matches."""
+    p = subprocess.run(argv, capture_output=True, text=True)
+    errors = [l for l in p.stderr.splitlines() if l.startswith("bpf_capture_check:")]
+    m = re.search(want, p.stdout)
+    if p.returncode != 0 or errors or not m:
+        raise ToolFailed("bpf_bench: %s failed (exit %d%s):\n%s%s" % (
+            " ".join(os.path.basename(a) for a in argv), p.returncode,
+            "" if m else ", no line matching %r" % want, p.stdout, p.stderr))
+    return m
+
+
 def main():
+    try:
+        return bench()
+    except ToolFailed as e:
+        print(e, file=sys.stderr)
+        return 1
+
+
+def bench():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vm", default="stock")
     ap.add_argument("--rounds", type=int, default=12)
@@ -100,13 +126,8 @@ def main():
                     time.sleep(W)
                 else:
                     mode = ["--perf"] if kind == "perf" else ["--discard", "--no-stats"]
-                    p = subprocess.run(pin + [check] + mode + ["-F", str(a.freq), "-d", str(W), str(vm.pid)],
-                                       capture_output=True, text=True)
-                    m = re.search(r"received (\d+) samples in ([0-9.]+) s", p.stdout)
-                    if p.returncode != 0 or not m:
-                        print("bpf_bench: bpf_capture_check %s failed (exit %d):\n%s%s"
-                              % (mode[0], p.returncode, p.stdout, p.stderr))
-                        return 1
+                    m = run_check(pin + [check] + mode + ["-F", str(a.freq), "-d", str(W), str(vm.pid)],
+                                  r"received (\d+) samples in ([0-9.]+) s")
                     received[kind] += int(m.group(1))
                     sampled_s[kind] = float(m.group(2))
                 c1, s1, t1 = state()
@@ -117,12 +138,15 @@ def main():
                 loss[kind].append((1.0 - rate[kind] / rate["unsampled"]) / frac)
         # The program's own run time, from the kernel's statistics (left
         # off in the measured windows: they add two clock reads per run).
+        # A failed run fails the bench (its failures were ignored: a
+        # cost line missing only left the figure out).
         for _ in range(3):
-            p = subprocess.run(pin + [check, "--discard", "-F", str(a.freq), "-d", str(W), str(vm.pid)],
-                               capture_output=True, text=True)
-            c = re.search(r"cost: ([0-9.]+) us per run", p.stdout)
-            if c:
-                run_us.append(float(c.group(1)))
+            c = run_check(pin + [check, "--discard", "-F", str(a.freq), "-d", str(W), str(vm.pid)],
+                          r"cost: ([0-9.]+) us per run \((\d+) runs")
+            if int(c.group(2)) == 0:
+                raise ToolFailed("bpf_bench: bpf_capture_check --discard: the program never ran (0 runs "
+                                 "in the kernel's statistics)")
+            run_us.append(float(c.group(1)))
     diff = [b - p for b, p in zip(loss["bpf"], loss["perf"])]
     print("bpf_bench: %s VM (%s), 1 scheduler, %d rounds x 3 windows of %.1f s, %d Hz, seed %d%s" %
           (target.name, target.flavor, a.rounds, W, a.freq, a.seed,
@@ -139,7 +163,7 @@ def main():
     row("perf path:", loss["perf"], "regs + 16 KiB user stack through the perf ring")
     row("BPF path:", loss["bpf"], "capture program, BPF ring")
     row("BPF - perf:", diff, "per-round difference (bar: <= 0.5 points, ~5 us)")
-    if run_us:
+    if run_us:  # (always: three runs or the bench failed)
         print("  BPF program run time: median %.2f us per sample (min %.2f, max %.2f; kernel bpf stats)" %
               (statistics.median(run_us), min(run_us), max(run_us)))
     print("  samples: perf %d, bpf %d" % (received["perf"], received["bpf"]))

@@ -70,6 +70,10 @@ struct xb_bpf_cfg {
 	uint32_t ring_bytes;    /* ring buffer size, a power of 2 >= 64 KiB (0: 4 MiB) */
 };
 
+/* The program's configuration from CFG (checked: -1 with xb_err()); the
+ * reader is woken when RING_BYTES / 2 are unread.  Also what the perf
+ * path's readers copy (prompt.h). */
+int xb_bpf_make_conf(const struct xb_bpf_cfg *c, uint32_t ring_bytes, struct xb_bpf_conf *k);
 /* Load the program.  -1 with xb_err() saying why BPF cannot be used and
  * naming the fix. */
 int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg);

@@ -123,4 +123,78 @@ enum xb_bpf_counter {
 	XB_BPF_C_COUNT
 };
 
+/* Where the tail of the Erlang stack is, for a copy made at the moment of a
+ * sample: shared by the BPF program (capture.bpf.c) and the perf path's
+ * readers (prompt.c), so that both copy the same memory.  Pure arithmetic
+ * on the sample's registers and the process struct's fields (a BPF
+ * program can call it: no loops, no memory access).
+ *
+ * E is the process's Erlang stack pointer: the exact register while IP is
+ * in the interpreter's process_main (E_VAL, E_OK: cfg.E_reg there), else
+ * the lower of c_p->stop and the alternative register (ALT_VAL, ALT_OK:
+ * the JIT keeps E in rbp, E_saved, across C calls that do not store it,
+ * and c_p->stop is then stale), each only when it lies in [heap, hend].
+ * The lower one: a window that starts below the true E still holds the
+ * stack above it when it all fits; one that starts above it never does.
+ * The window is [E - margin, hend), at most EMAX bytes from its low end
+ * (the part nearest E, which changes fastest); an E that may be stale is
+ * bounded below by c_p->htop (stale too, but the heap top only grows until
+ * a garbage collection, and the stack never reaches below it), so when all
+ * of [htop, hend) fits it is taken whole.  When c_p->stop lies outside
+ * [heap, hend] a garbage collection is moving this very process (erl_gc.c
+ * do_minor/do_major copy the stack to the end of the new heap and set
+ * p->stop there before switching p->heap and p->hend): the stack as it
+ * was is at stop, and the window is [stop, stop + EMAX).
+ * Sets *E, *LO, *HI and ORs XB_BPF_F_E_FROM_*, _STOP_MOVED,
+ * _TAIL_FROM_HTOP and _ESTACK_CAPPED into *FLAGS. */
+static inline __attribute__((always_inline)) void
+xb_bpf_tail_window(xb_u64 ip, xb_u64 pm_lo, xb_u64 pm_hi, xb_u64 e_val, int e_ok, xb_u64 alt_val, int alt_ok,
+		   xb_u64 heap, xb_u64 hend, xb_u64 stop, xb_u64 htop, xb_u64 margin, xb_u64 emax, xb_u64 *E_out,
+		   xb_u64 *lo_out, xb_u64 *hi_out, xb_u32 *flags)
+{
+	xb_u64 E = 0;
+	xb_u32 f = 0;
+	if (e_ok && ip >= pm_lo && ip < pm_hi && e_val % 8 == 0 && e_val >= heap && e_val <= hend) {
+		E = e_val;
+		f |= XB_BPF_F_E_FROM_REG;
+	}
+	if (!E && stop % 8 == 0 && stop >= heap && stop <= hend) {
+		E = stop;
+		f |= XB_BPF_F_E_FROM_STOP;
+	}
+	if (!(f & XB_BPF_F_E_FROM_REG) && alt_ok && alt_val % 8 == 0 && alt_val >= heap && alt_val < hend &&
+	    (!E || alt_val < E)) {
+		E = alt_val;
+		f = (f & ~XB_BPF_F_E_FROM_STOP) | XB_BPF_F_E_FROM_ALT;
+	}
+	if (!(f & XB_BPF_F_E_FROM_REG) && stop && stop % 8 == 0 && (stop < heap || stop > hend)) {
+		*E_out = stop;
+		*lo_out = stop;
+		*hi_out = stop + emax;
+		*flags |= (f & ~(XB_BPF_F_E_FROM_STOP | XB_BPF_F_E_FROM_ALT)) | XB_BPF_F_STOP_MOVED;
+		return;
+	}
+	if (!E) {
+		/* Nothing says where E is: the bottom of the stack area. */
+		E = hend;
+		margin = emax;
+	}
+	xb_u64 lo = E > heap + margin ? E - margin : heap;
+	if (!(f & XB_BPF_F_E_FROM_REG) && htop && htop % 8 == 0 && htop >= heap && htop < lo &&
+	    hend - htop <= emax) {
+		lo = htop;
+		f |= XB_BPF_F_TAIL_FROM_HTOP;
+	}
+	lo &= ~7ull; /* heap is 8-aligned, so still >= heap */
+	xb_u64 hi = hend;
+	if (hi - lo > emax) {
+		hi = lo + emax;
+		f |= XB_BPF_F_ESTACK_CAPPED;
+	}
+	*E_out = E;
+	*lo_out = lo;
+	*hi_out = hi;
+	*flags |= f;
+}
+
 #endif

@@ -8,6 +8,7 @@
 #include "xb/regs.h"
 #include "xb/remote.h"
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,12 +37,17 @@ struct xb_sample {
 	bool bpf;                /* came through the BPF capture path */
 };
 
+typedef void (*xb_sample_cb)(const struct xb_sample *smp, void *arg);
+
 struct xb_thread {
 	pid_t tid;
 	char comm[20];
-	int fd;
+	int fd;     /* its own event (-1 when it has per-CPU events, or none) */
 	void *ring;
 	size_t ring_size, data_size;
+	int *cpu_fds; /* per-CPU events (xb_sampler_opts.percpu_kinds): one per
+		       * entry of xb_sampler.cpus, writing to that CPU's ring */
+	bool open;    /* has events (its own, or per-CPU) */
 	bool dead;
 	bool grow, grown; /* its small ring filled up: give it a big one (once) */
 	uint64_t samples;
@@ -72,6 +78,28 @@ struct xb_sampler_opts {
 	/* Called when a thread's event is closed for good (it exited): e.g.
 	 * xb_bpf_detach_thread, so the BPF thread map does not grow. */
 	void (*detach)(void *arg, pid_t tid);
+	/* Threads of these kinds (e.g. "sci": the schedulers, which run
+	 * Erlang code) get one event per CPU instead of one of their own,
+	 * and each CPU's events write to one ring per CPU (cpus[]), woken
+	 * at every sample, for a reader on that CPU (prompt.h) that must
+	 * see each sample before the sampled thread runs on.  Those rings
+	 * are not drained by xb_sampler_poll.  NULL: none.  Threads whose
+	 * per-CPU events cannot all be opened (out of fds) get their own. */
+	const char *percpu_kinds;
+	/* The CPUs to open per-CPU events on (NULL: every online CPU). */
+	const cpu_set_t *percpu_cpus;
+};
+
+/* One CPU's ring (per-CPU events): a dummy event of this process on that
+ * CPU owns it, and every per-CPU event on that CPU writes into it
+ * (PERF_EVENT_IOC_SET_OUTPUT). */
+struct xb_cpu_ring {
+	int cpu;
+	int fd; /* the dummy event: poll it for data */
+	void *ring;
+	size_t ring_size, data_size;
+	/* Counted by whoever drains the ring (another thread): */
+	uint64_t lost, throttled;
 };
 
 struct xb_sampler {
@@ -103,6 +131,9 @@ struct xb_sampler {
 	size_t page_size;
 	int epfd;
 	bool enabled; /* xb_sampler_enable was called: new events open enabled */
+	struct xb_cpu_ring *cpus; /* per-CPU rings (percpu_kinds), ncpus of them */
+	size_t ncpus;
+	uint64_t percpu_fallbacks; /* threads of percpu_kinds given their own event */
 };
 
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o);
@@ -118,10 +149,25 @@ const char *xb_sampler_unsampled_fix(const struct xb_sampler *s);
 /* Wait up to timeout_ms for data, then call cb for every sample.  Returns
  * the number of samples delivered, or -1.  *all_gone is set when every
  * event has hung up (the process exited). */
-typedef void (*xb_sample_cb)(const struct xb_sample *smp, void *arg);
 int xb_sampler_poll(struct xb_sampler *s, int timeout_ms, xb_sample_cb cb, void *arg,
 		    bool *all_gone);
 /* Parse one PERF_RECORD_SAMPLE body (pure; exposed for unit tests). */
+/* Samples the kernel lost and throttling records, the per-CPU rings' included. */
+uint64_t xb_sampler_lost(const struct xb_sampler *s);
+uint64_t xb_sampler_throttled(const struct xb_sampler *s);
+/* Is thread T's kind one that gets per-CPU events? */
+bool xb_sampler_percpu_kind(const struct xb_sampler *s, char kind);
+/* Every record of a perf ring (data pages DATA of DATA_SIZE bytes, a power
+ * of two, after the control page META) from its tail to its head: SAMPLE
+ * records parsed and given to CB, LOST and THROTTLE counted.  SCRATCH
+ * (SCRATCH_SIZE bytes) reassembles records that wrap.  Returns the samples
+ * delivered.  Safe to call from any one thread per ring. */
+struct xb_ring_counts {
+	uint64_t received, lost, throttled, unthrottled;
+	bool lost_seen, half_full;
+};
+int xb_ring_drain(void *meta, const uint8_t *data, uint64_t data_size, uint8_t *scratch, size_t scratch_size,
+		  bool callchain, xb_sample_cb cb, void *arg, struct xb_ring_counts *c);
 int xb_sampler_parse(const uint8_t *rec, size_t len, bool callchain, struct xb_sample *out);
 
 #endif

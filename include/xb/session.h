@@ -44,6 +44,7 @@ struct xb_session_opts {
 	bool keep_old_maps;     /* frames of earlier samples stay valid until the end */
 	enum xb_capture capture;
 	bool realtime;          /* run the drain loop at SCHED_FIFO priority when allowed */
+	bool perf_read_later;   /* perf path: read the process live later, not at the sample (prompt.h) */
 	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
 	unsigned drain_ms;      /* drain interval (0: the default, 2 or 5 ms) */
 	bool drain_given;       /* --drain-ms: also with BPF capture */
@@ -89,6 +90,8 @@ struct xb_session {
 	const char *capture_why;    /* why not bpf, when perf */
 	char capture_msg[400];
 	struct xb_bpf *bpf;         /* the BPF capture path, when in use */
+	struct xb_prompt *prompt;   /* perf path: readers at the sample (prompt.h), when in use */
+	char prompt_msg[200];       /* why the perf path reads live later instead */
 	unsigned wakeup;            /* in use: samples per wakeup, 0 = timer */
 	int32_t *tidmap;            /* tid -> sampler thread index (BPF records) */
 	size_t tidmap_cap;

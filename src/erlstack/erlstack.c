@@ -130,6 +130,8 @@ static int sread(struct xb_estate *st, struct xb_estack *out, uint64_t addr, voi
 	if (r->live_reads != before) {
 		out->live_read = true;
 		out->read_ns = xb_now_ns();
+		if (xb_verbose >= 3)
+			xb_debug("live read 0x%llx+%zu (not captured with the sample)\n", (unsigned long long)addr, len);
 	}
 	return rc;
 }
@@ -927,24 +929,27 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	if (emu_scheduling(st, uw))
 		return; /* native only */
 	bool have_reg = reg(uw, st->regs.c_p, &c_p_reg);
+	uint64_t live_before = vm->mem.live_reads;
+	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
+	/* Captured with the sample (BPF, or read at its moment), the
+	 * scheduler's current process is a fact: the register may be reused
+	 * inside an instruction, or by the C code the sample is in. */
+	bool have_exact = have && vm->mem.live_reads == live_before;
+	uint64_t c_p_call = have_exact && c_p ? c_p : c_p_reg;
+	bool have_call = (have_exact && c_p) || have_reg;
 	/* In a BIF called through its wrapper the sample's own c_p and I
 	 * say which process ran which BIF, whatever runs there now. */
 	struct callee callee = emu_callee(vm, uw);
-	if (have_reg && emu_in_bif(st, uw, &callee, &I) && read_proc(st, out, c_p_reg, &p) == 0 &&
-	    emu_bif_stack(st, c_p_reg, &p, I, out))
+	if (have_call && emu_in_bif(st, uw, &callee, &I) && read_proc(st, out, c_p_call, &p) == 0 &&
+	    emu_bif_stack(st, c_p_call, &p, I, out))
 		return;
 	/* The same call when the sampled I is lost (a callee that saved rbx
 	 * where the unwinder cannot find it): call_bif stores the wrapper's
 	 * MFA in c_p->current before the call; from the process captured
 	 * with the sample that proves the call as well as I would. */
-	if (have_reg && read_proc(st, out, c_p_reg, &p) == 0 && p.exact &&
-	    emu_bif_by_current(st, &callee, &p, &I) && emu_bif_stack(st, c_p_reg, &p, I, out))
+	if (have_call && read_proc(st, out, c_p_call, &p) == 0 && p.exact &&
+	    emu_bif_by_current(st, &callee, &p, &I) && emu_bif_stack(st, c_p_call, &p, I, out))
 		return;
-	uint64_t live_before = vm->mem.live_reads;
-	bool have = sched_no > 0 && sched_current(st, out, 's', sched_no, &c_p) == 0;
-	/* Captured with the sample (BPF), the scheduler's current process
-	 * is a fact: the register may be reused inside an instruction. */
-	bool have_exact = have && vm->mem.live_reads == live_before;
 	if (have_exact && c_p != 0)
 		have_reg = false;
 	if (have && c_p == 0 && !have_reg) {
@@ -1016,6 +1021,19 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		out->why = "process moved on before its stack could be read";
 		return;
 	}
+	/* Captured mid-collection (a C call from process_main collecting this
+	 * very process): the stack has been copied to c_p->stop already, and
+	 * E, the register, still points at the old copy, which the capture
+	 * did not take (moved_stack; else as below, reading E live). */
+	if (!switched && p.exact && p.stop % 8 == 0 && (p.stop < p.heap || p.stop > p.hend)) {
+		out->c_p = c_p;
+		identify(st, &p, out);
+		push(st, out, here, I, here_exact);
+		if (moved_stack(st, &p, out))
+			return;
+		out->n = out->nexact = 0;
+		out->leaf_ret = out->truncated = false;
+	}
 	/* The process was switched out, or its heap (and the stack at its
 	 * end) moved in a garbage collection since the sample: the stack E
 	 * pointed to is gone, but I still names what ran. */
@@ -1054,6 +1072,8 @@ static bool dirty_scheduling(struct xb_estate *st, const struct xb_unwind *uw)
 	return false;
 }
 
+static void reset(struct xb_estack *out, enum xb_es_status status);
+
 /* A dirty scheduler runs C code (a dirty NIF, or a GC as a system task)
  * on behalf of a process that is not executing Erlang code meanwhile: its
  * c_p->stop and c_p->i were saved when it left the normal scheduler. */
@@ -1072,8 +1092,21 @@ static void dirty(struct xb_estate *st, const struct xb_unwind *uw, char kind, i
 	if (c_p == 0 || read_proc(st, out, c_p, &p) < 0 || xb_off(vm, XB_F_PROC_I) < 0)
 		return; /* no process: native only */
 	I = p.i;
-	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8)
+	if (p.stop < p.heap || p.stop > p.hend || p.stop % 8) {
+		/* A garbage collection of this very process (a dirty GC
+		 * system task, erts_execute_dirty_system_task) is moving its
+		 * stack: captured mid-collection, c_p->stop is the stack's new
+		 * place (moved_stack); else native only. */
+		const struct xb_code *here = lookup(st, I);
+		if (!here || !p.exact)
+			return;
+		out->c_p = c_p;
+		identify(st, &p, out);
+		push(st, out, here, I, true);
+		if (!moved_stack(st, &p, out))
+			reset(out, XB_ES_NO_PROCESS);
 		return;
+	}
 	finish(st, c_p, &p, lookup(st, I), p.exact, I, p.stop, out);
 }
 

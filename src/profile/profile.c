@@ -318,8 +318,11 @@ size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **ro
 	/* Samples with no Erlang frame to name get a row that says why, so
 	 * that the rows account for every matching sample: the mark at
 	 * their root ("[callers unknown]": Erlang code called it but its
-	 * stack could not be read; "[dirty: process unknown]", ...), else
-	 * "[no Erlang code above]" (a thread not running Erlang code). */
+	 * stack could not be read; "[truncated]": the native stack was cut
+	 * at the depth limit before any Erlang frame), else "[no Erlang
+	 * code above]" (a thread not running Erlang code for a process: the
+	 * scheduler's own GC of a process it is about to run, a dirty
+	 * scheduler between jobs, a thread that is not a scheduler). */
 	uint32_t none = xb_profile_intern(p, XB_NO_ERLANG, XB_MARK_TAG, XB_FK_MARK);
 	uint64_t *per = calloc(p->nnames ? p->nnames : 1, sizeof(*per));
 	if (!per) {

@@ -153,7 +153,7 @@ static int explain_load_failure(int err)
 
 /* ---- configuration ------------------------------------------------------ */
 
-static int make_conf(const struct xb_bpf_cfg *c, uint32_t ring_bytes, struct xb_bpf_conf *k)
+int xb_bpf_make_conf(const struct xb_bpf_cfg *c, uint32_t ring_bytes, struct xb_bpf_conf *k)
 {
 	memset(k, 0, sizeof(*k));
 	if (c->proc_size == 0 || c->proc_size > XB_BPF_PROC_MAX)
@@ -196,7 +196,7 @@ int xb_bpf_configure(struct xb_bpf *b, const struct xb_bpf_cfg *cfg)
 {
 	struct xb_bpf_conf k;
 	uint32_t zero = 0;
-	if (make_conf(cfg, b->ring_bytes, &k) < 0)
+	if (xb_bpf_make_conf(cfg, b->ring_bytes, &k) < 0)
 		return -1;
 	if (bpf_map_update_elem(b->conf_fd, &zero, &k, BPF_ANY) < 0)
 		return xb_fail("BPF capture: setting the configuration: %m");
@@ -221,7 +221,7 @@ int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg)
 	if (ring_bytes < 65536 || (ring_bytes & (ring_bytes - 1)) || ring_bytes % (uint32_t)page)
 		return xb_fail("BPF capture: ring of %u bytes (a power of 2, at least 64 KiB)", ring_bytes);
 	struct xb_bpf_conf k;
-	if (make_conf(cfg, ring_bytes, &k) < 0)
+	if (xb_bpf_make_conf(cfg, ring_bytes, &k) < 0)
 		return -1;
 	struct xb_bpf *b = calloc(1, sizeof(*b));
 	if (!b)

@@ -368,79 +368,28 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 	if (!have_proc)
 		goto out;
 
-	/* The Erlang stack's tail, around the best E we have: the exact
-	 * register in process_main, else the lower of c_p->stop and the
-	 * alternative register (each only when it lies in [heap, hend]).
-	 * The lower one: both are candidates, and a window that starts
-	 * below the true E still holds the stack above it when it all fits;
-	 * one that starts above it never does. */
-	__u64 ip = pr->rip, E = 0;
+	/* The Erlang stack's tail: where, as xb_bpf_tail_window (bpf_record.h,
+	 * shared with the perf path's readers) says. */
 	__s32 er = c->E_reg, ar = c->E_alt_reg;
-	if (er >= 0 && er < XB_BPF_NREGS && ip >= c->pm_lo && ip < c->pm_hi) {
-		__u64 v = reg(r, er);
-		if (v % 8 == 0 && v >= heap && v <= hend) {
-			E = v;
-			flags |= XB_BPF_F_E_FROM_REG;
-		}
-	}
-	if (!E && stop % 8 == 0 && stop >= heap && stop <= hend) {
-		E = stop;
-		flags |= XB_BPF_F_E_FROM_STOP;
-	}
-	if (!(flags & XB_BPF_F_E_FROM_REG) && ar >= 0 && ar < XB_BPF_NREGS) {
-		__u64 alt = reg(r, ar);
-		if (alt % 8 == 0 && alt >= heap && alt < hend && (!E || alt < E)) {
-			E = alt;
-			flags = (flags & ~XB_BPF_F_E_FROM_STOP) | XB_BPF_F_E_FROM_ALT;
-		}
-	}
-	__u64 margin = c->estack_margin, emax = c->estack_max;
+	int e_ok = er >= 0 && er < XB_BPF_NREGS, alt_ok = ar >= 0 && ar < XB_BPF_NREGS;
+	__u64 emax = c->estack_max;
 	if (emax > XB_BPF_ESTACK_MAX)
 		emax = XB_BPF_ESTACK_MAX;
-	if (!(flags & XB_BPF_F_E_FROM_REG) && stop && stop % 8 == 0 && (stop < heap || stop > hend)) {
-		/* A garbage collection is moving this process: erl_gc.c
-		 * (do_minor, do_major) copies the stack to the end of the new
-		 * heap and sets p->stop there before it switches p->heap and
-		 * p->hend.  The whole stack, as it was, is at stop: copy from
-		 * there (the walk ends at beam_normal_exit). */
-		E = stop;
-		flags = (flags & ~(XB_BPF_F_E_FROM_STOP | XB_BPF_F_E_FROM_ALT)) | XB_BPF_F_STOP_MOVED;
-		r->E = E;
+	__u64 E = 0, lo = 0, hi = 0;
+	xb_bpf_tail_window(pr->rip, c->pm_lo, c->pm_hi, e_ok ? reg(r, er) : 0, e_ok, alt_ok ? reg(r, ar) : 0, alt_ok,
+			   heap, hend, stop, field(s, c->off_htop, proc_len), c->estack_margin, emax, &E, &lo, &hi,
+			   &flags);
+	r->E = E;
+	if (flags & XB_BPF_F_STOP_MOVED) {
+		/* the whole stack, as it was, is at stop (the walk ends at
+		 * beam_normal_exit) */
 		OPAQUE(ul);
 		if (ul > XB_BPF_USTACK_MAX)
 			goto out;
-		__u64 mv = copy_tail(proc_len + ul, stop, stop + emax, stop);
+		__u64 mv = copy_tail(proc_len + ul, lo, hi, E);
 		el = TAIL_LEN(mv);
-		r->estack_addr = stop + TAIL_SKIP(mv);
+		r->estack_addr = lo + TAIL_SKIP(mv);
 		goto out;
-	}
-	if (!E) {
-		/* Nothing says where E is: the bottom of the stack area. */
-		E = hend;
-		margin = emax;
-	}
-	r->E = E;
-	__u64 lo = E > heap + margin ? E - margin : heap;
-	/* An E that may be stale is bounded below by c_p->htop: stale too,
-	 * but the heap top only grows until a garbage collection, which
-	 * stores the new one, and the stack never reaches below the heap
-	 * top.  When all of [htop, hend) fits, it holds the whole stack
-	 * wherever E really is. */
-	if (!(flags & XB_BPF_F_E_FROM_REG)) {
-		__u64 htop = field(s, c->off_htop, proc_len);
-		if (htop && htop % 8 == 0 && htop >= heap && htop < lo && hend - htop <= emax) {
-			lo = htop;
-			flags |= XB_BPF_F_TAIL_FROM_HTOP;
-		}
-	}
-	lo &= ~7ull; /* heap is 8-aligned, so still >= heap */
-	/* Too long: keep the part nearest E (the walk starts there, and it
-	 * is what changes fastest; the outer frames, if read live later,
-	 * are the likeliest to be still there). */
-	__u64 hi = hend;
-	if (hi - lo > emax) {
-		hi = lo + emax;
-		flags |= XB_BPF_F_ESTACK_CAPPED;
 	}
 	OPAQUE(ul); /* copy_up's result: bound it again */
 	if (ul > XB_BPF_USTACK_MAX)

@@ -38,7 +38,7 @@ static long perf_event_open(struct perf_event_attr *a, pid_t tid, int cpu, int g
 	return syscall(SYS_perf_event_open, a, tid, cpu, group, flags);
 }
 
-static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ring_pages)
+static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ring_pages, bool percpu)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -79,7 +79,12 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 	 * - wakeup 0 (default): we drain every ring on our own timer
 	 *   (s->o.drain_ms), and the kernel wakes us only if a ring is half
 	 *   full.  Samples wait at most a drain interval. */
-	if (s->o.wakeup) {
+	/* - per-CPU events (percpu_kinds): every sample wakes the reader of
+	 *   its CPU (prompt.c), which must see it before the sampled thread
+	 *   runs on. */
+	if (percpu) {
+		a->wakeup_events = 1;
+	} else if (s->o.wakeup) {
 		a->wakeup_events = s->o.wakeup;
 	} else {
 		a->watermark = 1;
@@ -94,17 +99,6 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 	a->disabled = !s->enabled;
 }
 
-static bool busy_thread(struct xb_sampler *s, pid_t tid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->pid, (int)tid);
-	char *comm = xb_slurp(path, NULL);
-	int no;
-	bool busy = comm && s->o.thread_kind && s->o.thread_kind(s->o.thread_kind_arg, comm, &no) != 'o';
-	free(comm);
-	return busy;
-}
-
 /* Open the event of thread TID with a ring of PAGES data pages (fewer
  * when the locked-memory limit refuses), registered in epoll as index IX. */
 static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, int *fdp,
@@ -112,7 +106,7 @@ static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, 
 {
 	struct perf_event_attr a;
 	size_t len = 0;
-	fill_attr(s, &a, pages);
+	fill_attr(s, &a, pages, false);
 	int fd = (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -141,24 +135,75 @@ static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, 
 
 static void forget_thread(struct xb_sampler *s, struct xb_thread *t);
 
+/* Thread TID's events on every CPU of s->cpus, each writing into that
+ * CPU's ring; 0, or -errno with none left open. */
+static int open_percpu(struct xb_sampler *s, pid_t tid, int **fdsp)
+{
+	struct perf_event_attr a;
+	fill_attr(s, &a, 0, true);
+	int *fds = malloc(s->ncpus * sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->ncpus; k++) {
+		int fd = (int)perf_event_open(&a, tid, s->cpus[k].cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		int e = fd < 0 ? -errno : 0;
+		if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->cpus[k].fd) < 0) {
+			e = -errno;
+			close(fd);
+		}
+		if (e < 0) {
+			while (k--)
+				close(fds[k]);
+			free(fds);
+			return e;
+		}
+		fds[k] = fd;
+	}
+	*fdsp = fds;
+	return 0;
+}
+
+bool xb_sampler_percpu_kind(const struct xb_sampler *s, char kind)
+{
+	return s->ncpus && s->o.percpu_kinds && kind != 0 && strchr(s->o.percpu_kinds, kind);
+}
+
 static int open_thread(struct xb_sampler *s, pid_t tid)
 {
 	/* The slot of a thread that exited, else a new one. */
 	size_t ix = s->nthreads;
 	for (size_t i = s->free_hint; i < s->nthreads; i++)
-		if (s->threads[i].dead && !s->threads[i].ring) {
+		if (s->threads[i].dead && !s->threads[i].open) {
 			ix = i;
 			break;
 		}
 	if (ix == s->nthreads && xb_grow((void **)&s->threads, &s->cap, s->nthreads + 1, sizeof(*s->threads)) < 0)
 		return -ENOMEM;
-	int fd;
-	void *ring;
-	size_t len;
-	size_t pages = s->o.bpf ? RING_PAGES_BPF : busy_thread(s, tid) ? RING_PAGES_BUSY : RING_PAGES_QUIET;
-	int e = open_event(s, tid, pages, ix, &fd, &ring, &len);
-	if (e < 0)
-		return e;
+	char comm[20] = "", path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->pid, (int)tid);
+	char *c = xb_slurp(path, NULL);
+	if (c) {
+		c[strcspn(c, "\n")] = 0;
+		snprintf(comm, sizeof(comm), "%s", c);
+		free(c);
+	}
+	int sched_no = 0;
+	char kind = s->o.thread_kind ? s->o.thread_kind(s->o.thread_kind_arg, comm, &sched_no) : 'o';
+	int fd = -1, *cpu_fds = NULL;
+	void *ring = NULL;
+	size_t len = 0;
+	int e = -1;
+	if (xb_sampler_percpu_kind(s, kind)) {
+		e = open_percpu(s, tid, &cpu_fds);
+		if (e < 0 && e != -ESRCH)
+			s->percpu_fallbacks++; /* out of fds: its own event, drained here */
+	}
+	if (!cpu_fds) {
+		size_t pages = s->o.bpf ? RING_PAGES_BPF : kind != 'o' ? RING_PAGES_BUSY : RING_PAGES_QUIET;
+		e = open_event(s, tid, pages, ix, &fd, &ring, &len);
+		if (e < 0)
+			return e;
+	}
 	if (ix == s->nthreads)
 		s->nthreads++;
 	s->free_hint = ix + 1;
@@ -171,18 +216,12 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	t->fd = fd;
 	t->ring = ring;
 	t->ring_size = len;
-	t->data_size = len - s->page_size;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)s->pid, (int)tid);
-	char *comm = xb_slurp(path, NULL);
-	if (comm) {
-		comm[strcspn(comm, "\n")] = 0;
-		snprintf(t->comm, sizeof(t->comm), "%s", comm);
-		free(comm);
-	}
-	t->kind = 'o';
-	if (s->o.thread_kind)
-		t->kind = s->o.thread_kind(s->o.thread_kind_arg, t->comm, &t->sched_no);
+	t->data_size = len ? len - s->page_size : 0;
+	t->cpu_fds = cpu_fds;
+	t->open = true;
+	memcpy(t->comm, comm, sizeof(t->comm));
+	t->kind = kind;
+	t->sched_no = sched_no;
 	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
 		forget_thread(s, t);
 		t->dead = true;
@@ -193,11 +232,20 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 
 static void forget_thread(struct xb_sampler *s, struct xb_thread *t)
 {
-	if (!t->ring)
+	if (!t->open)
 		return;
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, t->fd, NULL);
-	munmap(t->ring, t->ring_size);
-	close(t->fd);
+	if (t->ring) {
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, t->fd, NULL);
+		munmap(t->ring, t->ring_size);
+		close(t->fd);
+	}
+	if (t->cpu_fds) {
+		for (size_t k = 0; k < s->ncpus; k++)
+			close(t->cpu_fds[k]);
+		free(t->cpu_fds);
+	}
+	t->cpu_fds = NULL;
+	t->open = false;
 	t->ring = NULL;
 	t->fd = -1;
 	s->generation++;
@@ -223,7 +271,7 @@ static int try_event(struct xb_sampler *s, int type, uint64_t config, const char
 	s->event_config = config;
 	s->event_name = name;
 	struct perf_event_attr a;
-	fill_attr(s, &a, RING_PAGES_QUIET);
+	fill_attr(s, &a, RING_PAGES_QUIET, false);
 	int fd = (int)perf_event_open(&a, s->pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -255,6 +303,58 @@ static int perf_perm_error(struct xb_sampler *s, pid_t tid)
 		       "or the VM's namespace forbids it", (int)tid, geteuid() == 0 ? "root" : "CAP_SYS_PTRACE");
 }
 
+/* Per-CPU rings: on each CPU a dummy software event of this thread
+ * (pid 0: it never samples) owns a ring; per-CPU events of the VM's
+ * threads on that CPU are redirected into it. */
+static int open_cpu_rings(struct xb_sampler *s)
+{
+	cpu_set_t online;
+	if (s->o.percpu_cpus) {
+		online = *s->o.percpu_cpus;
+	} else {
+		CPU_ZERO(&online);
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+		for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, &online); /* offline ones fail below */
+	}
+	size_t n = (size_t)CPU_COUNT(&online);
+	s->cpus = calloc(n ? n : 1, sizeof(*s->cpus));
+	if (!s->cpus)
+		return xb_fail("out of memory");
+	for (int c = 0; c < CPU_SETSIZE && s->ncpus < n; c++) {
+		if (!CPU_ISSET(c, &online))
+			continue;
+		struct perf_event_attr a;
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.type = PERF_TYPE_SOFTWARE;
+		a.config = PERF_COUNT_SW_DUMMY;
+		a.exclude_kernel = 1;
+		a.exclude_hv = 1;
+		a.use_clockid = 1; /* the clock of the events writing here */
+		a.clockid = CLOCK_MONOTONIC;
+		int fd = (int)perf_event_open(&a, 0, c, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0)
+			continue; /* CPU offline */
+		void *ring = MAP_FAILED;
+		size_t len = 0;
+		for (size_t pages = RING_PAGES_BUSY; pages >= 2 && ring == MAP_FAILED; pages /= 2) {
+			len = (1 + pages) * s->page_size;
+			ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		}
+		if (ring == MAP_FAILED) {
+			int e = errno;
+			close(fd);
+			return xb_fail("cannot map a per-CPU sample ring: %s", strerror(e));
+		}
+		s->cpus[s->ncpus++] = (struct xb_cpu_ring){ .cpu = c, .fd = fd, .ring = ring, .ring_size = len,
+							     .data_size = len - s->page_size };
+	}
+	if (!s->ncpus)
+		return xb_fail("no CPU to sample on");
+	return 0;
+}
+
 int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opts *o)
 {
 	memset(s, 0, sizeof(*s));
@@ -281,6 +381,8 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (s->epfd < 0)
 		return xb_fail("epoll_create1: %m");
+	if (s->o.percpu_kinds && !s->o.bpf && open_cpu_rings(s) < 0)
+		return -1;
 	s->scratch_size = 65536 + 4096;
 	s->scratch = malloc(s->scratch_size + 8);
 	if (!s->scratch)
@@ -294,8 +396,15 @@ int xb_sampler_enable(struct xb_sampler *s)
 	size_t failed = 0;
 	for (size_t i = 0; i < s->nthreads; i++) {
 		struct xb_thread *t = &s->threads[i];
-		if (!t->dead && t->fd >= 0 && ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+		if (t->dead || !t->open)
+			continue;
+		if (t->fd >= 0 && ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
 			failed++;
+		for (size_t k = 0; t->cpu_fds && k < s->ncpus; k++)
+			if (ioctl(t->cpu_fds[k], PERF_EVENT_IOC_ENABLE, 0) < 0) {
+				failed++;
+				break;
+			}
 	}
 	if (failed && failed == s->nlive)
 		return xb_fail("PERF_EVENT_IOC_ENABLE failed on every thread: %m");
@@ -304,12 +413,13 @@ int xb_sampler_enable(struct xb_sampler *s)
 
 void xb_sampler_close(struct xb_sampler *s)
 {
-	for (size_t i = 0; i < s->nthreads; i++) {
-		if (s->threads[i].ring)
-			munmap(s->threads[i].ring, s->threads[i].ring_size);
-		if (s->threads[i].fd >= 0)
-			close(s->threads[i].fd);
+	for (size_t i = 0; i < s->nthreads; i++)
+		forget_thread(s, &s->threads[i]);
+	for (size_t k = 0; k < s->ncpus; k++) {
+		munmap(s->cpus[k].ring, s->cpus[k].ring_size);
+		close(s->cpus[k].fd);
 	}
+	free(s->cpus);
 	free(s->threads);
 	free(s->scratch);
 	if (s->epfd > 0)
@@ -348,6 +458,29 @@ static bool in_set(const int32_t *m, size_t cap, pid_t tid)
 	return false;
 }
 
+/* Threads with per-CPU events whose tid is not among LISTED exited. */
+static void forget_unlisted(struct xb_sampler *s, const int32_t *listed, size_t n)
+{
+	size_t cap = 64;
+	while (cap < n * 2)
+		cap *= 2;
+	int32_t *m = calloc(cap, sizeof(*m));
+	if (!m)
+		return; /* next time */
+	for (size_t i = 0; i < n; i++) {
+		size_t h = ((uint32_t)listed[i] * 2654435761u) & (cap - 1);
+		while (m[h])
+			h = (h + 1) & (cap - 1);
+		m[h] = listed[i];
+	}
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct xb_thread *t = &s->threads[i];
+		if (!t->dead && t->cpu_fds && !in_set(m, cap, t->tid))
+			thread_gone(s, t);
+	}
+	free(m);
+}
+
 int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 {
 	uint64_t now = xb_now_ns();
@@ -365,12 +498,18 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 		closedir(d);
 		return xb_fail("out of memory");
 	}
+	/* Threads with per-CPU events hang up no fd of their own (their
+	 * events share a CPU's ring): those not listed any more exited. */
+	int32_t *listed = NULL;
+	size_t nlisted = 0, listed_cap = 0;
 	struct dirent *de;
 	int opened = 0;
 	size_t unsampled = 0;
 	int why = 0;
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid > 0 && s->ncpus && xb_grow((void **)&listed, &listed_cap, nlisted + 1, sizeof(*listed)) == 0)
+			listed[nlisted++] = tid;
 		if (tid <= 0 || in_set(known, setcap, tid))
 			continue; /* tids are reused: only live threads count */
 		int r = open_thread(s, tid);
@@ -378,6 +517,7 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 			opened++;
 		} else if (r == -ECANCELED) {
 			free(known);
+			free(listed);
 			closedir(d);
 			return -1; /* the attach callback failed */
 		} else if (r == -EACCES || r == -EPERM) {
@@ -388,6 +528,7 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 			 * unsampled (reported) */
 			if (s->nthreads == 0 || s->nlive == 0) {
 				free(known);
+				free(listed);
 				closedir(d);
 				return perf_perm_error(s, tid);
 			}
@@ -402,6 +543,9 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 	}
 	free(known);
 	closedir(d);
+	if (s->ncpus)
+		forget_unlisted(s, listed, nlisted);
+	free(listed);
 	s->unsampled = unsampled;
 	if (unsampled)
 		s->unsampled_errno = why;
@@ -493,44 +637,41 @@ int xb_sampler_parse(const uint8_t *p, size_t len, bool callchain, struct xb_sam
 #undef TAKE
 }
 
-/* Drain one ring; returns samples delivered. */
-static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, void *arg)
+int xb_ring_drain(void *ring_meta, const uint8_t *data, uint64_t size, uint8_t *scratch, size_t scratch_size,
+		  bool callchain, xb_sample_cb cb, void *arg, struct xb_ring_counts *c)
 {
-	struct perf_event_mmap_page *meta = t->ring;
-	uint8_t *data = (uint8_t *)t->ring + s->page_size;
-	uint64_t size = t->data_size;
+	struct perf_event_mmap_page *meta = ring_meta;
 	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
 	uint64_t tail = meta->data_tail;
 	int n = 0;
-	if (head - tail > size / 2 && t->data_size < RING_PAGES_BUSY * s->page_size)
-		t->grow = true;
+	if (head - tail > size / 2)
+		c->half_full = true;
 	while (tail < head) {
 		struct perf_event_header hdr;
 		for (size_t i = 0; i < sizeof(hdr); i++)
 			((uint8_t *)&hdr)[i] = data[(tail + i) & (size - 1)];
 		if (hdr.size < sizeof(hdr) || tail + hdr.size > head)
 			break;
-		if (hdr.size > s->scratch_size) {
+		if (hdr.size > scratch_size) {
 			tail += hdr.size;
 			continue;
 		}
 		uint64_t off = tail & (size - 1);
-		if (off + hdr.size <= size) {
-			memcpy(s->scratch, data + off, hdr.size);
-		} else {
+		const uint8_t *rec = data + off; /* parsed in place unless it wraps */
+		if (off + hdr.size > size) {
 			size_t first = (size_t)(size - off);
-			memcpy(s->scratch, data + off, first);
-			memcpy(s->scratch + first, data, hdr.size - first);
+			memcpy(scratch, data + off, first);
+			memcpy(scratch + first, data, hdr.size - first);
+			rec = scratch;
 		}
-		const uint8_t *body = s->scratch + sizeof(hdr);
+		const uint8_t *body = rec + sizeof(hdr);
 		size_t blen = hdr.size - sizeof(hdr);
 		switch (hdr.type) {
 		case PERF_RECORD_SAMPLE: {
 			struct xb_sample smp;
-			s->received++;
-			if (xb_sampler_parse(body, blen, s->o.include_kernel, &smp) == 0) {
-				smp.thread = (int)(t - s->threads);
-				t->samples++;
+			c->received++;
+			if (xb_sampler_parse(body, blen, callchain, &smp) == 0) {
+				smp.thread = -1;
 				cb(&smp, arg);
 				n++;
 			}
@@ -540,16 +681,16 @@ static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, voi
 			uint64_t lost[2];
 			if (blen >= 16) {
 				memcpy(lost, body, 16);
-				s->lost += lost[1];
+				c->lost += lost[1];
 			}
-			t->grow = t->data_size < RING_PAGES_BUSY * s->page_size;
+			c->lost_seen = true;
 			break;
 		}
 		case PERF_RECORD_THROTTLE:
-			s->throttled++;
+			c->throttled++;
 			break;
 		case PERF_RECORD_UNTHROTTLE:
-			s->unthrottled++;
+			c->unthrottled++;
 			break;
 		default:
 			break;
@@ -557,6 +698,56 @@ static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, voi
 		tail += hdr.size;
 	}
 	__atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+struct thread_drain {
+	struct xb_sampler *s;
+	struct xb_thread *t;
+	xb_sample_cb cb;
+	void *arg;
+};
+
+static void thread_sample(const struct xb_sample *smp, void *arg)
+{
+	struct thread_drain *d = arg;
+	struct xb_sample c = *smp;
+	c.thread = (int)(d->t - d->s->threads);
+	d->t->samples++;
+	d->cb(&c, d->arg);
+}
+
+/* Drain one thread's ring; returns samples delivered. */
+static int drain(struct xb_sampler *s, struct xb_thread *t, xb_sample_cb cb, void *arg)
+{
+	if (!t->ring)
+		return 0; /* per-CPU events: a reader on each CPU drains */
+	struct xb_ring_counts c = { 0 };
+	struct thread_drain d = { s, t, cb, arg };
+	int n = xb_ring_drain(t->ring, (uint8_t *)t->ring + s->page_size, t->data_size, s->scratch,
+			      s->scratch_size, s->o.include_kernel, thread_sample, &d, &c);
+	s->received += c.received;
+	s->lost += c.lost;
+	s->throttled += c.throttled;
+	s->unthrottled += c.unthrottled;
+	if ((c.half_full || c.lost_seen) && t->data_size < RING_PAGES_BUSY * s->page_size)
+		t->grow = true;
+	return n;
+}
+
+uint64_t xb_sampler_lost(const struct xb_sampler *s)
+{
+	uint64_t n = s->lost;
+	for (size_t k = 0; k < s->ncpus; k++)
+		n += __atomic_load_n(&s->cpus[k].lost, __ATOMIC_RELAXED);
+	return n;
+}
+
+uint64_t xb_sampler_throttled(const struct xb_sampler *s)
+{
+	uint64_t n = s->throttled;
+	for (size_t k = 0; k < s->ncpus; k++)
+		n += __atomic_load_n(&s->cpus[k].throttled, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -586,6 +777,7 @@ static void grow_ring(struct xb_sampler *s, size_t i, xb_sample_cb cb, void *arg
 	}
 	s->nlive++;
 	s->generation++;
+	t->open = true;
 	t->fd = fd;
 	t->ring = ring;
 	t->ring_size = len;

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "xb/session.h"
 #include "xb/bpf_capture.h"
+#include "xb/prompt.h"
 #include "xb/common.h"
 #include "xb/tasks.h"
 
@@ -167,7 +168,11 @@ static uint64_t current_process_slot(struct xb_session *s, const struct xb_threa
 static int attach_thread(void *arg, int fd, const struct xb_thread *t)
 {
 	struct xb_session *s = arg;
-	return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
+	if (s->bpf)
+		return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
+	if (s->prompt && t->cpu_fds)
+		xb_prompt_set_slot(s->prompt, t->tid, current_process_slot(s, t));
+	return 0;
 }
 
 static void detach_thread(void *arg, pid_t tid)
@@ -175,14 +180,15 @@ static void detach_thread(void *arg, pid_t tid)
 	struct xb_session *s = arg;
 	if (s->bpf)
 		xb_bpf_detach_thread(s->bpf, tid);
+	if (s->prompt)
+		xb_prompt_set_slot(s->prompt, tid, 0);
 }
 
-/* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
-static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
+/* What is copied at the moment of a sample (by the BPF program, or the
+ * perf path's readers): -1 with xb_err when the release table lacks it. */
+static int capture_cfg(struct xb_session *s, const struct xb_session_opts *o, struct xb_bpf_cfg *out)
 {
 	struct xb_vm *vm = &s->vm;
-	if (o->include_kernel)
-		return xb_fail("--include-kernel samples kernel frames, which only the perf path records");
 	/* The process struct up to the last field the stack walk reads
 	 * (erlstack.c read_proc), not all of it. */
 	static const enum xb_field proc_fields[] = { XB_F_PROC_ID, XB_F_PROC_REG, XB_F_PROC_HTOP,
@@ -207,7 +213,7 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 	    xb_off(vm, XB_F_PROC_STOP) < 0)
 		return xb_fail("the release table lacks the process fields BPF capture copies");
 	bool emu = vm->flavor == XB_FLAVOR_EMU;
-	struct xb_bpf_cfg cfg = {
+	*out = (struct xb_bpf_cfg){
 		.proc_size = (uint32_t)hi,
 		.off_heap = (int32_t)xb_off(vm, XB_F_PROC_HEAP),
 		.off_hend = (int32_t)xb_off(vm, XB_F_PROC_HEND),
@@ -221,7 +227,40 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 		.E_reg = emu ? s->es.regs.E : -1,
 		.E_alt_reg = emu ? s->es.regs.E : s->es.regs.E_saved,
 	};
+	return 0;
+}
+
+/* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
+static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
+{
+	struct xb_bpf_cfg cfg;
+	if (o->include_kernel)
+		return xb_fail("--include-kernel samples kernel frames, which only the perf path records");
+	if (capture_cfg(s, o, &cfg) < 0)
+		return -1;
 	return xb_bpf_open(&s->bpf, &cfg);
+}
+
+/* The perf path reads at the moment of the sample (prompt.h) when it may:
+ * SCHED_FIFO allowed and not declined (--no-realtime), no --wakeup asked
+ * for, and the copy configured as BPF's would be.  Else NULL-ed with
+ * s->prompt_msg saying why, and the stacks are read live later. */
+static bool want_prompt(struct xb_session *s, const struct xb_session_opts *o, struct xb_bpf_conf *conf)
+{
+	struct xb_bpf_cfg cfg;
+	const char *why = NULL;
+	if (o->perf_read_later)
+		why = "--perf-read later";
+	else if (!o->realtime)
+		why = "--no-realtime";
+	else if (o->wakeup_given)
+		why = "--wakeup";
+	else if (xb_prompt_usable() < 0 || capture_cfg(s, o, &cfg) < 0 ||
+		 xb_bpf_make_conf(&cfg, 0, conf) < 0)
+		why = xb_err();
+	if (why)
+		snprintf(s->prompt_msg, sizeof(s->prompt_msg), "stacks read live on a timer (%s)", why);
+	return !why;
 }
 
 static int start(struct xb_session *s, const struct xb_session_opts *o);
@@ -297,21 +336,63 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	 * a broker's stacks their callers (drain_bench: callers unknown 0.9x).
 	 * --wakeup N asks for it anyway. */
 	unsigned wakeup = o->wakeup_given ? o->wakeup : 0;
+	/* The perf path: read each sample's process at the moment of the
+	 * sample where we may (prompt.h), else live a drain interval later. */
+	struct xb_bpf_conf pconf;
+	bool prompt = false;
+	if (!s->bpf) {
+		if (o->include_kernel)
+			snprintf(s->prompt_msg, sizeof(s->prompt_msg), "stacks read live on a timer (%s)",
+				 "--include-kernel");
+		else
+			prompt = want_prompt(s, o, &pconf);
+	}
 	if (o->drain_given)
 		s->drain_ms = o->drain_ms; /* --drain-ms */
 	else if (o->drain_ms)
 		s->drain_ms = o->drain_ms; /* --schedulers: live reads, and looks at
 					    * blocked schedulers, within ~1 ms */
-	else if (s->bpf)
+	else if (s->bpf || prompt)
 		s->drain_ms = 10;
 	s->wakeup = wakeup;
+	/* Per-CPU events on the CPUs the VM may run on. */
+	cpu_set_t vm_cpus;
+	bool have_cpus = sched_getaffinity(s->vm.pid, sizeof(vm_cpus), &vm_cpus) == 0;
 	struct xb_sampler_opts so = { .freq = o->freq, .period = o->period, .stack_bytes = o->user_stack,
 				      .include_kernel = o->include_kernel, .force_software = o->software_event,
 				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
-				      .bpf = s->bpf != NULL, .attach = s->bpf ? attach_thread : NULL,
-				      .detach = detach_thread, .attach_arg = s };
+				      .bpf = s->bpf != NULL, .attach = s->bpf || prompt ? attach_thread : NULL,
+				      .detach = detach_thread, .attach_arg = s,
+				      .percpu_kinds = prompt ? "sci" : NULL,
+				      .percpu_cpus = have_cpus ? &vm_cpus : NULL };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
 		return -1;
+	if (prompt && xb_prompt_start(&s->prompt, &s->smp, s->vm.pid, &pconf) < 0) {
+		/* Readers could not start: per-thread events, read live. */
+		snprintf(s->prompt_msg, sizeof(s->prompt_msg), "stacks read live on a timer (%s)", xb_err());
+		xb_sampler_close(&s->smp);
+		so.percpu_kinds = NULL;
+		so.attach = NULL;
+		prompt = false;
+		s->drain_ms = o->drain_given || o->drain_ms ? s->drain_ms
+			      : s->vm.flavor == XB_FLAVOR_JIT && !o->keep_old_maps ? 5 : 2;
+		if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
+			return -1;
+	}
+	if (s->prompt) {
+		for (size_t i = 0; i < s->smp.nthreads; i++)
+			if (!s->smp.threads[i].dead && s->smp.threads[i].cpu_fds)
+				attach_thread(s, -1, &s->smp.threads[i]);
+		snprintf(s->prompt_msg, sizeof(s->prompt_msg),
+			 "reads at the moment of the sample: %zu SCHED_FIFO readers, one per CPU",
+			 s->smp.ncpus);
+	}
+	if (!s->bpf) { /* capture_why: "--capture perf" or "BPF not used: ..." */
+		char tmp[sizeof(s->capture_msg)];
+		snprintf(tmp, sizeof(tmp), "%s; %s", s->capture_why, s->prompt_msg);
+		memcpy(s->capture_msg, tmp, sizeof(tmp));
+		s->capture_why = s->capture_msg;
+	}
 	s->events_opened_ns = xb_now_ns();
 	if (s->bpf && epoll_ctl(s->smp.epfd, EPOLL_CTL_ADD, xb_bpf_fd(s->bpf),
 				&(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0)
@@ -539,6 +620,8 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 			rc = -1;
 			break;
 		}
+		if (s->prompt)
+			xb_prompt_consume(s->prompt, on_bpf_sample, s);
 		if (stop && *stop)
 			break;
 		if (gone || !xb_vm_alive(&s->vm)) {
@@ -590,9 +673,11 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 static uint64_t lost_samples(const struct xb_session *s)
 {
 	struct xb_bpf_stats b = { 0 };
+	struct xb_prompt_stats p;
 	if (s->bpf)
 		xb_bpf_stats(s->bpf, &b);
-	return s->smp.lost + b.ring_full;
+	xb_prompt_stats(s->prompt, &p);
+	return xb_sampler_lost(&s->smp) + b.ring_full + p.queue_full;
 }
 
 void xb_session_report_stats(const struct xb_session *s, FILE *f)
@@ -622,7 +707,7 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
 			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
 			(unsigned long long)st->no_regs, (unsigned long long)st->malformed,
-			(unsigned long long)lost, (unsigned long long)s->smp.throttled,
+			(unsigned long long)lost, (unsigned long long)xb_sampler_throttled(&s->smp),
 			(unsigned long long)s->smp.rings_grown, (unsigned long long)st->unresolved_frames,
 			(unsigned long long)s->es.codemap_refreshes, (unsigned long long)s->uw.stack_misses,
 			(unsigned long long)st->depth_limited, (unsigned long long)partial,
@@ -633,6 +718,17 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			(unsigned long long)s->rt_lowered,
 			(unsigned long long)s->uw.modules_changed, (unsigned long long)s->smp.opened, s->smp.nlive,
 			s->smp.nthreads, s->smp.unsampled);
+		if (s->prompt) {
+			struct xb_prompt_stats p;
+			xb_prompt_stats(s->prompt, &p);
+			fprintf(f, "erlang-sample: reads at the moment of the sample: %u readers, %llu samples, "
+				   "%.1f us and %.2f reads each; %llu lost (the "
+				   "queue to the drain loop was full)\n",
+				p.readers, (unsigned long long)p.received,
+				p.received ? (double)p.read_ns / 1e3 / (double)p.received : 0.0,
+				p.received ? (double)p.syscalls / (double)p.received : 0.0,
+				(unsigned long long)p.queue_full);
+		}
 	}
 	if (st->processed && partial * 10 > st->processed)
 		fprintf(f, "erlang-sample: note: %.0f%% of the samples name only their innermost Erlang "
@@ -671,6 +767,8 @@ void xb_session_close(struct xb_session *s)
 			s->sinks[i]->ops->free(s->sinks[i]);
 	s->nsinks = 0;
 	if (s->started) {
+		xb_prompt_stop(s->prompt); /* its readers drain the sampler's rings */
+		s->prompt = NULL;
 		xb_sampler_close(&s->smp);
 		if (s->bpf)
 			xb_bpf_close(s->bpf);

@@ -14,10 +14,10 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout,
-                    tmpdir)
+from xbtest import (alone, asan, bpf_refused, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip_because,
+                    spawn_tool, timeout, tmpdir)
 
-from xbsample import Hogs  # noqa: E402
+from xbsample import Hogs, parse_table, wait_running  # noqa: E402
 
 TOOL = "erlang-sample"
 ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
@@ -94,6 +94,16 @@ def copy_share(stacks):
     return 100.0 * native / total, "native code of the sender (no symbol for copy_struct_x)"
 
 
+def other_leaves(stacks):
+    """The sender's leaves other than the copying, most samples first (a
+    failure's detail: where a share that moved went)."""
+    leaves = {}
+    for f, n in stacks:
+        if "xb_copy:sink_loop/3" in f and f[-1] not in ("copy_struct_x", "size_object_x"):
+            leaves[f[-1]] = leaves.get(f[-1], 0) + n
+    return ", ".join("%s %d" % kv for kv in sorted(leaves.items(), key=lambda kv: -kv[1])[:8])
+
+
 def folded(path):
     out = []
     with open(path) as f:
@@ -103,6 +113,7 @@ def folded(path):
     return out
 
 
+@alone("its idle windows need the machine without load, its hogs saturate it")
 @per_vm()
 @timeout(300)
 @no_asan("shares measured on a saturated machine: the sanitized tool's own slowness is not what "
@@ -110,77 +121,97 @@ def folded(path):
          "test_capture_fallback")
 def test_saturated_box(target):
     """Saturated machine (the VM busy on every scheduler, 2 hogs per core
-    outside it): >= 99 % of samples processed on each capture path, the
-    75/25 split within +-3 points, and the large-term sender's copying share
-    within 2 points of the same VM's share without the hogs."""
+    outside it): >= 99 % of samples processed on each capture path, none
+    needing a live read, the 75/25 split within +-3 points, and the
+    large-term sender's copying share within 2 points of the same VM's
+    share without the hogs.  The sender's mix itself wanders from one
+    window to the next (with the sink's queue in the thousands, +-4 points
+    on a CI machine: xb_copy.erl keeps it short now), so after a warm-up
+    idle and busy windows alternate, three of each, and their samples are
+    pooled: a slow drift falls on both.  Measured again once when more
+    than 2 points apart."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         vm.eval("xb_copy:start_sink(1000)")
-        time.sleep(1.0)
+        wait_running(vm, "xb_split")
+        wait_running(vm, "xb_sender")
         ok_bpf, why = bpf_usable(vm)
         paths = ["perf"] + (["bpf"] if ok_bpf else [])
-        if not ok_bpf:
-            log("BPF capture unavailable here (%s): perf path only" % why)
-        base, redo = {}, []
         d = tmpdir()
         # -F 1997: twice the default rate, so that sampling noise stays
-        # well inside the bounds (about 1,000 samples in hot_a/hot_b at
-        # 997 Hz under the hogs: one standard deviation of the split is
-        # 1.4 points, and +-3 failed one run in twenty or so).
+        # well inside the bounds (about 1,000 samples in hot_a/hot_b per
+        # busy window at 997 Hz under the hogs).
+        # The VM on one CPU: the sender and its sink never run in
+        # parallel, idle or not.  (Running in parallel, on an idle
+        # machine, they contend for the sink's queue: the sender's mix
+        # moves by 3-5 points between parallel and interleaved, which is
+        # the workload, not the tool.)  The hogs still saturate every CPU.
+        if (os.cpu_count() or 1) > 1:
+            subprocess.run(["taskset", "-a", "-p", "-c", "0", str(vm.pid)], stdout=subprocess.DEVNULL, check=True)
+        # Warm-up: the sink's queue and the allocators' carriers settle in
+        # the first seconds (the sender's mix moves most then).
+        sample_v(vm, "-d", "2", "-F", "1997", "-t", "5")
+
+        def windows(cap, tag):
+            """Three idle and three busy windows, alternating: pooled
+            stacks and -v counters of the busy ones, hot_a/hot_b counts."""
+            idle, busy = [], []
+            tot = dict(received=0, processed=0, lost=0, partial=0, no_live_read=0)
+            a = b = 0
+            for k in range(3):
+                f = os.path.join(d, "idle-%s-%s%d.folded" % (cap, tag, k))
+                sample_v(vm, "-d", "2", "-F", "1997", "-t", "500", "--capture", cap, "-o", f)
+                idle += folded(f)
+                with Hogs():
+                    f = os.path.join(d, "busy-%s-%s%d.folded" % (cap, tag, k))
+                    t = os.path.join(d, "busy-%s-%s%d.table" % (cap, tag, k))
+                    r, st = sample_v(vm, "-d", "3", "-F", "1997", "-t", "500", "--capture", cap,
+                                     "--skid-summary", "-o", t, "-o", f)
+                check(st["capture"] == cap, "capture %s in use, asked for %s" % (st["capture"], cap), r.err)
+                busy += folded(f)
+                for key in tot:
+                    tot[key] += st[key]
+                rows = table(open(t).read())
+                a += sum(n for n, name, _, _ in rows if name == "xb_split:hot_a/1")
+                b += sum(n for n, name, _, _ in rows if name == "xb_split:hot_b/1")
+            return idle, busy, tot, a, b
+
         for cap in paths:
-            f = os.path.join(d, "idle-%s.folded" % cap)
-            r, st = sample_v(vm, "-d", "4", "-F", "1997", "-t", "500", "--capture", cap, "-o", f)
-            base[cap] = copy_share(folded(f))
-        with Hogs():
-            for cap in paths:
-                f = os.path.join(d, "busy-%s.folded" % cap)
-                r, st = sample_v(vm, "-d", "6", "-F", "1997", "-t", "500", "--capture", cap,
-                                 "--skid-summary",
-                                 "-o", os.path.join(d, "busy-%s.table" % cap), "-o", f)
-                r.out = open(os.path.join(d, "busy-%s.table" % cap)).read()
-                check(st["capture"] == cap, "capture %s in use, asked for %s" % (st["capture"], cap),
-                      r.err)
-                rows = table(r.out)
-                rec, proc = st["received"], st["processed"]
-                check(rec >= 500, "%s: only %d samples under saturation" % (cap, rec), r.err)
-                check(proc >= 0.99 * rec, "%s: processed %d of %d (< 99 %%) on a saturated machine"
-                      % (cap, proc, rec), r.err)
-                # Samples the kernel could not deliver are not in `received`:
-                # they must not be where the 1 % went instead.
-                check(st["lost"] <= 0.005 * (rec + st["lost"]),
-                      "%s: the kernel lost %d samples (%d delivered) on a saturated machine"
-                      % (cap, st["lost"], rec), r.err)
-                a = sum(n for n, name, _, _ in rows if name == "xb_split:hot_a/1")
-                b = sum(n for n, name, _, _ in rows if name == "xb_split:hot_b/1")
-                check(a + b >= 200, "%s: only %d samples in hot_a/hot_b" % (cap, a + b), r.out)
-                share = 100.0 * a / (a + b)
-                check(abs(share - 75) <= 3, "%s: hot_a share %.1f %% under saturation (75 +- 3)"
-                      % (cap, share), r.out)
-                cs, what = copy_share(folded(f))
-                if abs(cs - base[cap][0]) > 2:
-                    # Under the hogs the sender gets a quarter of a CPU,
-                    # ~1,700 samples: one standard deviation of its share
-                    # is 0.4 points, and its mix itself moves a little
-                    # (more allocator work, -0.5 points on average).  An
-                    # outlier is measured again, idle then busy, once; a
-                    # tool that is wrong is wrong both times.
-                    log("%s: %s %.1f %% under saturation, %.1f %% without: measured again"
-                        % (cap, what, cs, base[cap][0]))
-                    redo.append(cap)
-                log("%s saturated: processed %d/%d, hot_a %.1f %%, %s %.1f %% (idle %.1f %%), "
-                    "partial %d, no live read %d" % (cap, proc, rec, share, what, cs, base[cap][0],
-                                                     st["partial"], st["no_live_read"]))
-        for cap in redo:
-            f = os.path.join(d, "idle2-%s.folded" % cap)
-            sample_v(vm, "-d", "4", "-F", "1997", "--capture", cap, "-o", f)
-            idle, what = copy_share(folded(f))
-            with Hogs():
-                f = os.path.join(d, "busy2-%s.folded" % cap)
-                r, st = sample_v(vm, "-d", "6", "-F", "1997", "--capture", cap, "-o", f)
-            cs, what = copy_share(folded(f))
-            check(abs(cs - idle) <= 2, "%s: %s %.1f %% under saturation, %.1f %% without (more than 2 "
-                  "points apart, twice)" % (cap, what, cs, idle), r.err)
-            log("%s again: %s %.1f %% (idle %.1f %%)" % (cap, what, cs, idle))
+            idle, busy, tot, a, b = windows(cap, "")
+            rec, proc = tot["received"], tot["processed"]
+            check(rec >= 1500, "%s: only %d samples under saturation" % (cap, rec))
+            check(proc >= 0.99 * rec, "%s: processed %d of %d (< 99 %%) on a saturated machine" % (cap, proc, rec))
+            # Samples the kernel could not deliver are not in `received`:
+            # they must not be where the 1 % went instead.
+            check(tot["lost"] <= 0.005 * (rec + tot["lost"]),
+                  "%s: the kernel lost %d samples (%d delivered) on a saturated machine" % (cap, tot["lost"], rec))
+            # Both paths read each sample's process at its moment (the
+            # perf path: a reader on the sampled CPU, which a saturated
+            # machine does not delay, being real-time).
+            check(tot["no_live_read"] >= 0.98 * proc and tot["partial"] <= 0.02 * proc,
+                  "%s: %d of %d samples needed a live read, %d have their callers unknown, on a saturated "
+                  "machine" % (cap, proc - tot["no_live_read"], proc, tot["partial"]))
+            check(a + b >= 600, "%s: only %d samples in hot_a/hot_b" % (cap, a + b))
+            share = 100.0 * a / (a + b)
+            check(abs(share - 75) <= 3, "%s: hot_a share %.1f %% under saturation (75 +- 3)" % (cap, share))
+            cs_idle, what = copy_share(idle)
+            cs_busy, _ = copy_share(busy)
+            log("%s saturated: processed %d/%d, hot_a %.1f %%, %s %.1f %% (idle %.1f %%), partial %d, no live "
+                "read %d" % (cap, proc, rec, share, what, cs_busy, cs_idle, tot["partial"], tot["no_live_read"]))
+            idle2, busy2 = idle, busy
+            if abs(cs_busy - cs_idle) > 2:
+                # The mix still wanders now and then (CI saw a 2.1-point
+                # gap once): measured again, once; a tool that under-counts
+                # copying under load does so both times (issue 16: by 5x).
+                idle2, busy2, _, _, _ = windows(cap, "again")
+                cs_idle, _ = copy_share(idle2)
+                cs_busy, _ = copy_share(busy2)
+                log("%s again: %s %.1f %% (idle %.1f %%)" % (cap, what, cs_busy, cs_idle))
+            check(abs(cs_busy - cs_idle) <= 2, "%s: %s %.1f %% under saturation, %.1f %% without (more than 2 "
+                  "points apart; three windows of each, pooled, twice)" % (cap, what, cs_busy, cs_idle),
+                  "the sender's other leaves, idle: %s\nbusy: %s" % (other_leaves(idle2), other_leaves(busy2)))
+    if not ok_bpf:
+        skip_because("no-bpf", target, why)
 
 
 def deep_chain(frames):
@@ -208,7 +239,7 @@ def test_bpf_capture_exact_deep_chain(target):
         time.sleep(0.5)
         ok, why = bpf_usable(vm)
         if not ok:
-            skip("BPF capture is refused on this machine: %s" % why)
+            skip_because("no-bpf", target, why)
         out = os.path.join(tmpdir(), "deep.folded")
         r, st = sample_v(vm, "-d", "3", "--capture", "bpf", "--format", "folded", "-o", out)
         check(st["capture"] == "bpf", "capture %s in use" % st["capture"], r.err)
@@ -234,6 +265,92 @@ def test_bpf_capture_exact_deep_chain(target):
             % (st["processed"], st["received"], st["no_live_read"], mine))
 
 
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+def test_blame_on_a_broker_accounts_for_every_match(target):
+    """--blame on the broker, each capture path: the rows add up to every
+    matching sample (those whose Erlang caller cannot be named get a row
+    of their own, e.g. "[no Erlang code above]": a GC the scheduler runs
+    for a process it is about to run), and few need it: issue 16 saw 706
+    of 817 erts_garbage_collect samples with no Erlang code above on the
+    perf path, a seventh of the data described by the percentages."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_broker:start()")
+        wait_running(vm, "xb_queue_1")
+        refused = bpf_refused()
+        for cap in ["perf"] + ([] if refused else ["bpf"]):
+            for fn in ("erts_garbage_collect", "copy_struct"):
+                r = run_tool(TOOL, "-d", "3", "-t", "100000", "--blame", fn, "--capture", cap, str(vm.pid),
+                             timeout=60)
+                check(r.rc == 0, "--blame %s --capture %s: exit %s" % (fn, cap, r.rc), r.describe())
+                t = parse_table(r.out)
+                matched, no_erlang = t.blame
+                check(matched >= 100, "%s --blame %s: only %d matching samples" % (cap, fn, matched), r.out)
+                check(sum(n for n, _, _, _ in t.rows) == matched,
+                      "%s --blame %s: the rows add up to %d, not the %d matching samples"
+                      % (cap, fn, sum(n for n, _, _, _ in t.rows), matched), r.out)
+                marks = sum(n for n, name, _, tag in t.rows if tag == "[-]")
+                check(marks == no_erlang, "%s --blame %s: %d samples in mark rows, the header says %d with no "
+                      "Erlang code above" % (cap, fn, marks, no_erlang), r.out)
+                check(no_erlang <= 0.10 * matched, "%s --blame %s: %d of %d matching samples have no Erlang "
+                      "caller" % (cap, fn, no_erlang, matched), r.out)
+                top = [name for _, name, _, _ in t.rows[:3]]
+                check(any(n.startswith(("xb_broker:", "gen_server:", "gen:")) for n in top),
+                      "%s --blame %s: the broker's code is not among the first rows %r" % (cap, fn, top), r.out)
+                log("%s --blame %s: %d matches, %d with no Erlang code above; first %s"
+                    % (cap, fn, matched, no_erlang, top[0]))
+        if refused:
+            skip_because("no-bpf", target, refused)
+
+
+@alone("saturates the machine with its own hogs")
+@per_vm()
+def test_perf_reads_at_the_sample_exact_deep_chain(target):
+    """The perf path reads each sample's process and Erlang stack at the
+    moment of the sample (a SCHED_FIFO reader on the sampled CPU, which
+    runs before the sampled thread does again): on a saturated machine,
+    >= 99 % of samples need no live read and every stack of the deep chain
+    is whole; read later instead (--perf-read later), the same run loses
+    callers (the test would pass without the readers otherwise)."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:start()")
+        vm.eval("xb_broker:start(2, 4, 2)")
+        time.sleep(0.5)
+        d = tmpdir()
+        res = {}
+        with Hogs():
+            for how in ("sample", "later"):
+                out = os.path.join(d, "deep-%s.folded" % how)
+                r, st = sample_v(vm, "-d", "3", "--capture", "perf", "--perf-read", how, "--format", "folded",
+                                 "-o", out)
+                check(st["capture"] == "perf", "capture %s in use" % st["capture"], r.err)
+                check(st["processed"] >= 0.99 * st["received"] and st["received"] >= 300,
+                      "processed %d of %d" % (st["processed"], st["received"]), r.err)
+                stacks = folded(out)
+                deep = [(f, n) for f, n in stacks if any(x.startswith("xb_deep:") for x in f)]
+                whole = sum(n for f, n in deep if deep_chain(f) and "[callers unknown]" not in f)
+                ndeep = sum(n for _, n in deep)
+                check(ndeep >= 200, "%s: only %d samples of xb_deep" % (how, ndeep))
+                res[how] = (st, whole, ndeep, r.err)
+        st, whole, ndeep, err = res["sample"]
+        check("reads at the moment of the sample: " in err, "-v does not say the perf path read at the "
+              "moment of the sample", err)
+        check(st["no_live_read"] >= 0.99 * st["processed"],
+              "at the sample: only %d of %d samples needed no live read" % (st["no_live_read"], st["processed"]))
+        check(whole == ndeep, "at the sample: %d of %d stacks of xb_deep are not the whole chain"
+              % (ndeep - whole, ndeep))
+        check(st["partial"] <= 0.02 * st["processed"], "at the sample: %d of %d samples have their callers "
+              "unknown" % (st["partial"], st["processed"]))
+        lst = res["later"][0]
+        check(lst["partial"] > 3 * max(st["partial"], 10),
+              "read later, %d samples had their callers unknown, at the sample %d: the broker's samples "
+              "should tell the two apart" % (lst["partial"], st["partial"]))
+        log("saturated: at the sample %d/%d processed, %d needed no live read, %d callers unknown, "
+            "xb_deep %d/%d whole; read later: %d callers unknown, xb_deep %d/%d whole"
+            % (st["processed"], st["received"], st["no_live_read"], st["partial"], whole, ndeep,
+               lst["partial"], res["later"][1], res["later"][2]))
+
+
+@alone("counts what the kernel loses on a machine it saturates itself")
 @per_vm(only=["stock"])
 @no_asan("counts samples the kernel lost on a saturated machine: timing, not memory safety")
 def test_nothing_lost_at_start(target):
@@ -263,6 +380,8 @@ def test_nothing_lost_at_start(target):
               "the kernel lost %d samples (%d delivered) in short runs on a saturated machine"
               % (lost, rec))
         log("short runs under the hogs: %d delivered, %d lost" % (rec, lost))
+        if not ok_bpf:
+            skip_because("no-bpf", target)
 
 
 @per_vm(only=["stock"])
@@ -275,8 +394,9 @@ def test_capture_fallback(target):
         time.sleep(0.3)
         r, st = sample_v(vm, "-d", "1", "--capture", "perf")
         check(st["capture"] == "perf", "capture %s with --capture perf" % st["capture"], r.err)
-        check(re.search(r"capture perf \(--capture perf\)", r.err) and "BPF not used" not in r.err,
-              "-v does not say why", r.err)
+        check(re.search(r"capture perf \(--capture perf; reads at the moment of the sample: \d+ SCHED_FIFO "
+                        r"readers, one per CPU\)", r.err) and "BPF not used" not in r.err,
+              "-v does not say why, or how the perf path reads", r.err)
         # Without CAP_BPF (CAP_PERFMON and CAP_SYS_PTRACE kept: sampling and
         # reading work), auto falls back to perf and says why.
         if not shutil.which("setpriv"):
@@ -284,7 +404,7 @@ def test_capture_fallback(target):
         tool = os.path.realpath(os.path.join(os.environ.get("XB_BUILD_DIR", "build"), TOOL))
         r = run_cmd(["setpriv", "--inh-caps=-all,+perfmon,+sys_ptrace",
                      "--ambient-caps=-all,+perfmon,+sys_ptrace", "--bounding-set=-all,+perfmon,+sys_ptrace",
-                     "--", tool, "-v", "-d", "1", str(vm.pid)], timeout=30)
+                     "--", tool, "-v", "-d", "1", "--capture", "auto", str(vm.pid)], timeout=30)
         check(r.rc == 0, "erlang-sample without CAP_BPF failed", r.describe())
         st = stats(r.err)
         check(st["capture"] == "perf", "capture %s without CAP_BPF" % st["capture"], r.err)
@@ -360,19 +480,17 @@ def test_broker_next_to_perf(target):
                 rec, proc = st["received"], st["processed"]
                 check(proc >= 0.98 * rec, "%s: processed %d of %d (< 98 %%)" % (cap, proc, rec), r.err)
                 unknown = 100.0 * st["partial"] / max(proc, 1)
-                # BPF capture: <= 2 % callers unknown.  The perf path reads
-                # a process's stack live, milliseconds after the sample,
-                # and a broker's processes run for microseconds at a time:
-                # most of its samples in C code find their process moved
-                # on (measured here: 20-55 % on the JIT, 10-80 % on the
-                # interpreter, with the load).  Waking the reader per
-                # sample would read sooner but biases where samples land
-                # (README, "Skid"), so the perf path keeps what the samples
-                # prove under "[callers unknown]" instead; its bound is not
-                # the issue's 15 % (see the closing note of issue 16).
-                if cap == "bpf":
-                    check(unknown <= 2.0, "bpf: %.1f %% of the samples have their callers unknown "
-                          "(limit 2 %%)" % unknown, r.err)
+                # BPF capture: <= 2 % callers unknown; the perf path <= 15 %:
+                # it reads each process at the moment of its sample, on the
+                # sampled CPU (a broker's processes run for microseconds at
+                # a time: read milliseconds later, with --perf-read later,
+                # 20-60 % of the samples find their process moved on).
+                limit = 2.0 if cap == "bpf" else 15.0
+                check(unknown <= limit, "%s: %.1f %% of the samples have their callers unknown "
+                      "(limit %.0f %%)" % (cap, unknown, limit), r.err)
+                if cap == "perf":
+                    check("reads at the moment of the sample" in r.err,
+                          "the perf path did not read at the moment of the sample", r.err)
                 ours = our_leaf_shares(table(r.out), proc)
                 n, theirs = perf_leaf_shares(perf, data, vm.pid, target.jit)
                 for k in ("copy_struct_x", "size_object_x", "Erlang code"):
@@ -387,3 +505,5 @@ def test_broker_next_to_perf(target):
                 os.unlink("/tmp/perf-%d.map" % vm.pid)
             except OSError:
                 pass
+        if not ok_bpf:
+            skip_because("no-bpf", target, why)

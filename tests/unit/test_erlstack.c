@@ -356,6 +356,44 @@ static void t_emu_in_process_main(void)
 	xb_codemap_free(&fx.cm);
 }
 
+/* Interpreter, sampled inside a garbage collection of its own process (a
+ * C call from process_main): the stack has been copied to c_p->stop, in
+ * the new heap, while E, the register, still points at the old copy in
+ * [heap, hend]; the capture took the new one (STOP_MOVED).  The walk is
+ * the moved stack, not whatever the old place holds by now (here: only
+ * m:g/1's frame, as if the old heap were being reused). */
+static void t_emu_mid_gc_moved_stack(void)
+{
+	static uint64_t newstack[8];
+	setup(XB_FLAVOR_EMU);
+	uint64_t NEWS = 0x9000000, E = HEND - 0x100;
+	memcpy(fx.proc + 88, &NEWS, 8);
+	newstack[0] = G_START + 0x40;
+	newstack[1] = XB_NIL;
+	newstack[2] = H_START + 0x20;
+	newstack[3] = NORMAL_EXIT;
+	fx.stack[(E - HEAP) / 8] = H_START + 0x20; /* the old place, reused */
+	fx.stack[(E - HEAP) / 8 + 1] = NORMAL_EXIT;
+	region(C_P, fx.proc, sizeof(fx.proc));
+	region(HEAP, fx.stack, sizeof(fx.stack));
+	region(NEWS, newstack, sizeof(newstack));
+	open_snapshot();
+	struct xb_sample s = { .ip = 0x555500009000, .user = true };
+	struct xb_unwind uw = { .stop = XB_UW_REACHED_ERLANG, .erlang_pc = 0x555500002000, .erlang_pc_exact = true,
+				.n = 2 };
+	uw.regs[XB_PREG_R13] = C_P;
+	uw.regs[XB_PREG_R12] = E;
+	uw.regs[XB_PREG_BX] = F_START + 0x18;
+	uw.regs_valid = 0xffffffffu;
+	static struct xb_estack es;
+	xb_erlang_stack(&fx.st, &s, &uw, 's', 0, &es);
+	expect(&es, FGH, 3);
+	CHECK(es.complete && !es.partial && es.nexact == 3, "complete %d partial %d nexact %u", es.complete,
+	      es.partial, es.nexact);
+	xb_remote_close(&fx.vm.mem);
+	xb_codemap_free(&fx.cm);
+}
+
 void erlstack_cases(void)
 {
 	run_case("erlstack_jit_in_erlang_code", t_jit_in_erlang_code);
@@ -366,4 +404,5 @@ void erlstack_cases(void)
 	run_case("erlstack_jit_capture_boundary", t_jit_capture_boundary);
 	run_case("erlstack_jit_mid_gc_moved_stack", t_jit_mid_gc_moved_stack);
 	run_case("erlstack_emu_in_process_main", t_emu_in_process_main);
+	run_case("erlstack_emu_mid_gc_moved_stack", t_emu_mid_gc_moved_stack);
 }

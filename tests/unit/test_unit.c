@@ -1591,6 +1591,7 @@ int main(int argc, char **argv)
 	heapsample_cases();
 	sched_cases();
 	hostile_cases();
+	prompt_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -35,5 +35,7 @@ void heapsample_cases(void);
 void sched_cases(void);
 /* test_hostile.c */
 void hostile_cases(void);
+/* test_prompt.c */
+void prompt_cases(void);
 
 #endif
