@@ -67,6 +67,7 @@ struct xb_alloc_info {
 	 * they live, over the thread-specific allocators: erl_alloc.c
 	 * alcu_size(), which erlang:memory/0 uses. */
 	uint64_t blocks_of[XB_ALLOC_MAX_TYPES];
+	uint64_t nblocks_of[XB_ALLOC_MAX_TYPES]; /* how many blocks */
 	char type_name[XB_ALLOC_MAX_TYPES][32]; /* by alloc_no */
 	/* fix_alloc lists (ErtsAlcFixList_t): allocated bytes by type size */
 	bool fix_known;
@@ -87,14 +88,22 @@ enum {
  * results say so in ai->note. */
 int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags);
 
-/* erlang:memory(processes) as erl_alloc.c erts_memory() computes it:
- * eheap_alloc blocks (alcu_size) + the process table (erts_ptab_mem_size,
- * given) + the fix_alloc lists of the types PROC, MONITOR, LINK, MSG_REF,
- * LL_PTIMER, HL_PTIMER, BIF_TIMER ("allocated" bytes), recognised by their
- * type sizes.  Components into the out parameters (any may be NULL);
- * false when the fix lists could not be matched (then *fix is 0). */
-bool xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64_t ptab_bytes,
-			uint64_t *total, uint64_t *eheap, uint64_t *procs, uint64_t *fix_other);
+/* erlang:memory(processes) as erl_alloc.c erts_memory() computes it,
+ * in parts: eheap_alloc blocks (alcu_size), the process table
+ * (erts_ptab_mem_size, given), and the fix_alloc lists of the types PROC,
+ * MONITOR, LINK, MSG_REF, LL_PTIMER, HL_PTIMER, BIF_TIMER ("allocated"
+ * bytes: items in use and items kept free on the lists), recognised by
+ * their type sizes. */
+struct xb_alloc_procs {
+	uint64_t total;              /* the VM's figure */
+	uint64_t eheap, eheap_blocks;/* eheap_alloc blocks: bytes, how many */
+	uint64_t procs, procs_used;  /* fix PROC: allocated, in use */
+	uint64_t fix_other, fix_other_used; /* the other six types */
+	uint64_t ptab;
+	bool fix_known;              /* false: fix lists not matched (0 then) */
+};
+void xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64_t ptab_bytes,
+			struct xb_alloc_procs *out);
 
 /* Anonymous read-write memory of the VM from /proc/PID/smaps: Rss summed
  * over private, writable mappings with no file. */

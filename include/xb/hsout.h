@@ -24,12 +24,25 @@ struct xb_hs_proc {
 
 struct xb_hs_totals {
 	uint64_t processes, memory_bytes;
+	uint64_t system_bytes;  /* of memory_bytes: std_alloc blocks (system) */
 	uint64_t skipped_changed, skipped_gone, skipped_unreadable, partial;
 	bool vm_known;          /* the VM's own figure could be computed */
 	bool vm_fix_known;
 	uint64_t vm_processes, vm_eheap, vm_procs, vm_ptab, vm_fix_other;
+	/* What erlang:memory(processes) counts that no process owns (and
+	 * process_info(P, memory) therefore never counts): */
+	uint64_t ptab_slots, ptab_slot_bytes; /* the table: slots x bytes */
+	bool regs_known;        /* scheduler registers (BEAM_REGISTER) */
+	uint64_t regs_count, regs_block;
+	const char *regs_why;   /* why not known */
+	uint64_t eheap_blocks, block_header; /* eheap_alloc block headers */
+	uint64_t fix_free;      /* fix_alloc items allocated, not in use */
 	const char *vm_why;     /* why not known */
 };
+
+/* Bytes of t that no process owns (the table, the scheduler registers
+ * when known, block headers, free fix_alloc items). */
+uint64_t xb_hs_unowned(const struct xb_hs_totals *t);
 
 /* One process's growth between two snapshots (--interval). */
 struct xb_hs_growth {
@@ -39,6 +52,8 @@ struct xb_hs_growth {
 	int64_t memory_bytes, long_lived_bytes, old_heap_used_bytes, old_heap_bytes, heap_bytes, mbuf_bytes,
 		bin_vheap_bytes, message_queue_len, message_queue_bytes, reductions;
 	bool new_process;
+	bool full_sweep;        /* a full-sweep collection ran in the interval:
+				 * the old heap was emptied into the young */
 };
 
 /* What one heap holds (--contents). */

@@ -33,6 +33,10 @@
  *                           fragments' used_size) + recv markers + spilled
  *                           argument registers + ErtsPSD + process
  *                           dictionary (ProcDict arraySize)
+ *   system_bytes            the part of memory in std_alloc blocks, which
+ *                           erlang:memory/0 counts as system: spilled
+ *                           argument registers, ErtsPSD, the dictionary's
+ *                           array (erl_alloc.types ARG_REG, PSD, PROC_DICT)
  */
 #ifndef XB_PROCTAB_H
 #define XB_PROCTAB_H
@@ -103,6 +107,9 @@ struct xb_proc {
 	uint64_t links, monitors, ml_bytes;
 	uint64_t dict_bytes;
 	uint64_t memory;         /* bytes, as process_info(P, memory) */
+	uint64_t system_bytes;   /* of which std_alloc blocks (argument
+				  * registers, ErtsPSD, dictionary array):
+				  * erlang:memory(system), not processes */
 	unsigned partial;        /* XB_PP_* */
 };
 
@@ -143,6 +150,9 @@ struct xb_ptab_stats {
 /* Read the table header and the slot array.  -1 with a message naming
  * what is missing (no erts_proc symbol and none discovered, no field). */
 int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t);
+/* Has VM's release table every field a snapshot needs?  -1 with xb_err
+ * naming the first missing one (xb_ptab_open checks it first). */
+int xb_ptab_fields_ok(const struct xb_vm *vm);
 /* Re-read the slot array (for repeated snapshots). */
 int xb_ptab_refresh(struct xb_ptab *t);
 void xb_ptab_close(struct xb_ptab *t);

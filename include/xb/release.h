@@ -243,6 +243,12 @@ enum xb_field {
 	XB_F_TWTIMER_SIZE,
 	XB_F_HLTIMER_SIZE,
 	XB_F_BIFTIMER_SIZE,
+	/* erl_process.h: sizeof(ErtsSchedulerRegisters), the eheap_alloc
+	 * block (ERTS_ALC_T_BEAM_REGISTER) each dirty scheduler, and each
+	 * normal one of the interpreter, holds (erl_process.c
+	 * init_scheduler_registers): in erlang:memory(processes), no
+	 * process's */
+	XB_F_SCHEDREGS_SIZE,
 	XB_F_COUNT
 };
 

@@ -112,8 +112,9 @@ static uint64_t discover_info(struct xb_vm *vm, int na)
 	size_t nr = xb_vm_data_regions(vm, r, 16);
 	uint64_t found = 0;
 	int64_t es = o(vm, XB_F_ALCINFO_SIZE);
-	for (size_t k = 0; k < nr && !found; k++) {
-		for (size_t off = 0; off + (size_t)(es * (na + 1)) <= r[k].len && !found; off += 8) {
+	for (size_t k = 0; k < nr && !found && !xb_interrupted; k++) {
+		for (size_t off = 0; off + (size_t)(es * (na + 1)) <= r[k].len && !found && !xb_interrupted;
+		     off += 8) {
 			/* entry 0 (ERTS_ALC_A_INVALID) is all zero */
 			const uint8_t *b = r[k].buf + off;
 			bool zero = true;
@@ -152,10 +153,13 @@ static void add_stats(struct xb_vm *vm, struct xb_alloc_info *ai, struct xb_allo
 		const uint8_t *s = cs + o(vm, XB_F_CRRSTATS_BLOCKS) + o(vm, XB_F_BLKSTATS_SIZEOF) * ix +
 				   o(vm, XB_F_BLKSTATS_CURR);
 		uint64_t sz = g64(s, o(vm, XB_F_STATVAL_SIZE));
-		bn += g64(s, o(vm, XB_F_STATVAL_NO));
+		uint64_t no = g64(s, o(vm, XB_F_STATVAL_NO));
+		bn += no;
 		bb += sz;
-		if (thr_spec)
+		if (thr_spec) {
 			ai->blocks_of[ix + 1] += sz; /* ERTS_ALC_A_MIN is 1 */
+			ai->nblocks_of[ix + 1] += no;
+		}
 	}
 	if (which == XB_F_ALLCTR_MBCS) {
 		t->mbcs_carriers += cn;
@@ -179,10 +183,13 @@ static void add_pool(struct xb_vm *vm, struct xb_alloc_info *ai, struct xb_alloc
 	t->pool_carriers_bytes += g64(a, o(vm, XB_F_ALLCTR_CPOOL_CARRIERS_SIZE));
 	for (int ix = 0; ix < ai->nblocktypes; ix++) {
 		uint64_t sz = g64(a, o(vm, XB_F_ALLCTR_CPOOL_BLOCKS_SIZE) + 8 * ix);
+		uint64_t no = g64(a, o(vm, XB_F_ALLCTR_CPOOL_NO_BLOCKS) + 8 * ix);
 		t->pool_blocks_bytes += sz;
-		t->pool_blocks += g64(a, o(vm, XB_F_ALLCTR_CPOOL_NO_BLOCKS) + 8 * ix);
-		if (thr_spec)
+		t->pool_blocks += no;
+		if (thr_spec) {
 			ai->blocks_of[ix + 1] += sz;
+			ai->nblocks_of[ix + 1] += no;
+		}
 	}
 }
 
@@ -227,10 +234,20 @@ static void add_fix(struct xb_vm *vm, struct xb_alloc_info *ai, const uint8_t *a
 		uint64_t tsz = g64(e, o(vm, XB_F_FIXLIST_TYPE_SIZE));
 		uint64_t alloc = g64(e, o(vm, cpool ? XB_F_FIXLIST_CPOOL_ALLOCATED : XB_F_FIXLIST_NOCPOOL_ALLOCATED));
 		uint64_t used = g64(e, o(vm, cpool ? XB_F_FIXLIST_CPOOL_USED : XB_F_FIXLIST_NOCPOOL_USED));
-		if (tsz > (1u << 20) || (int64_t)alloc < 0 || (int64_t)used < 0) {
+		if (tsz > (1u << 20) || (ai->fix_type_size[k] && ai->fix_type_size[k] != tsz)) {
 			n = k;
 			break;
 		}
+		/* With the carrier pool the counts are UWords that an
+		 * instance freeing another's item takes below zero
+		 * (erl_alloc_util.c fix_cpool_free: used-- in the freeing
+		 * instance): only their sum over instances means anything,
+		 * and it is summed modulo 2^64 as erts_alcu_current_size()
+		 * does; xb_alloc_processes() checks the sums. */
+		if (xb_verbose >= 2 && ((int64_t)alloc < 0 || (int64_t)used < 0))
+			fprintf(stderr, "fix list %d of the instance at 0x%llx: allocated %lld, used %lld items (taken "
+					"below zero by frees in other instances)\n", k, (unsigned long long)fix,
+				(long long)alloc, (long long)used);
 		ai->fix_type_size[k] = tsz;
 		ai->fix_allocated[k] += tsz * alloc;
 		ai->fix_used[k] += tsz * used;
@@ -405,6 +422,8 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 		info = discover_info(vm, na);
 		how = "discovered";
 	}
+	if (!info && xb_interrupted)
+		return xb_fail("interrupted");
 	if (!info)
 		return xb_fail("cannot find the allocator table (erts_allctrs_info, erl_alloc.c): this "
 			       "beam.smp does not name it and no array in its data looks like it; "
@@ -531,17 +550,19 @@ static int fix_count(const struct xb_vm *vm)
 	return n;
 }
 
-bool xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64_t ptab_bytes,
-			uint64_t *total, uint64_t *eheap, uint64_t *procs, uint64_t *fix_other)
+void xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64_t ptab_bytes,
+			struct xb_alloc_procs *out)
 {
 	/* erl_alloc.c erts_memory(): want.processes */
-	uint64_t eh = 0, pr = 0, other = 0;
+	memset(out, 0, sizeof(*out));
 	int eheap_no = -1;
 	for (size_t i = 0; i < ai->ntypes; i++)
 		if (strcmp(ai->type[i].name, "eheap_alloc") == 0)
 			eheap_no = ai->type[i].alloc_no;
-	if (eheap_no > 0)
-		eh = ai->blocks_of[eheap_no];
+	if (eheap_no > 0 && eheap_no < XB_ALLOC_MAX_TYPES) {
+		out->eheap = ai->blocks_of[eheap_no];
+		out->eheap_blocks = ai->nblocks_of[eheap_no];
+	}
 	if (xb_verbose >= 2)
 		for (int k = 0; k < ai->nfix; k++)
 			fprintf(stderr, "fix list %d: type size %llu, allocated %llu bytes, used %llu bytes\n", k,
@@ -557,6 +578,12 @@ bool xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64
 		     { "MSG_REF", XB_F_MSGREF_SIZE }, { "LL_PTIMER", XB_F_TWTIMER_SIZE },
 		     { "HL_PTIMER", XB_F_HLTIMER_SIZE }, { "BIF_TIMER", XB_F_BIFTIMER_SIZE } };
 	bool ok = ai->fix_known && ai->nfix == fix_count(vm);
+	/* the sums over instances (add_fix) are below 2^48 bytes, or they
+	 * were not read whole (a count taken below zero, read alone) */
+	for (int k = 0; ok && k < ai->nfix; k++)
+		if (ai->fix_allocated[k] >> 48 || ai->fix_used[k] >> 48)
+			ok = false;
+	uint64_t pr = 0, pr_used = 0, other = 0, other_used = 0;
 	for (int k = 0; ok && k < ai->nfix; k++)
 		for (size_t w = 0; w < XB_ARRAY_SIZE(want); w++) {
 			if (!fix_is(vm, k, want[w].name))
@@ -565,22 +592,27 @@ bool xb_alloc_processes(struct xb_vm *vm, const struct xb_alloc_info *ai, uint64
 				ok = false;
 				break;
 			}
-			if (w == 0)
+			/* (used <= allocated, but the instances are read one
+			 * after the other: an item may move meanwhile) */
+			uint64_t used = ai->fix_used[k] <= ai->fix_allocated[k] ? ai->fix_used[k] : ai->fix_allocated[k];
+			if (w == 0) {
 				pr += ai->fix_allocated[k];
-			else
+				pr_used += used;
+			} else {
 				other += ai->fix_allocated[k];
+				other_used += used;
+			}
 		}
-	if (!ok)
-		pr = other = 0;
-	if (eheap)
-		*eheap = eh;
-	if (procs)
-		*procs = pr;
-	if (fix_other)
-		*fix_other = other;
-	if (total)
-		*total = eh + ptab_bytes + pr + other; /* erts_bif_timer_memory_size() is 0 */
-	return ok;
+	if (ok) {
+		out->procs = pr;
+		out->procs_used = pr_used;
+		out->fix_other = other;
+		out->fix_other_used = other_used;
+	}
+	out->fix_known = ok;
+	out->ptab = ptab_bytes;
+	/* erts_bif_timer_memory_size() is 0 */
+	out->total = out->eheap + ptab_bytes + out->procs + out->fix_other;
 }
 
 int xb_anon_rw_rss(pid_t pid, uint64_t *rss, uint64_t *size)

@@ -206,6 +206,7 @@ const struct xb_field_spec xb_field_specs[XB_F_COUNT] = {
 	F(XB_F_TWTIMER_SIZE, "ErtsTWTimer", "", "erl_hl_timer.c", 0),
 	F(XB_F_HLTIMER_SIZE, "ErtsHLTimer_", "", "erl_hl_timer.c", 0),
 	F(XB_F_BIFTIMER_SIZE, "ErtsBifTimer_", "", "erl_hl_timer.c", 0),
+	F(XB_F_SCHEDREGS_SIZE, "ErtsSchedulerRegisters_", "", "erl_process.h", 0),
 };
 
 const char *const xb_subtag_macro[XB_ST_COUNT] = {

@@ -82,7 +82,9 @@ static void reader_reset(struct reader *r, uint64_t base, uint64_t nwords, uint6
 
 static bool fill(struct reader *r, uint64_t *dst, uint64_t first, uint64_t n)
 {
-	if (xb_read(&r->vm->mem, r->base + first * 8, dst, n * 8) < 0) {
+	/* ^C: no more reads (walk_once ends the walk on it, within one
+	 * window's read) */
+	if (xb_interrupted || xb_read(&r->vm->mem, r->base + first * 8, dst, n * 8) < 0) {
 		r->err = true;
 		return false;
 	}
@@ -488,6 +490,10 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 		for (size_t k = 0; k < na; k++) {
 			reader_reset(&r, areas[k].start, areas[k].words, areas[k].words);
 			uint64_t end = walk_range(w, &r, 0, areas[k].words, false);
+			if (xb_interrupted) {
+				xb_fail("interrupted while the heap was read");
+				goto out;
+			}
 			if (r.err) {
 				xb_fail("the %s at 0x%llx became unreadable (it was freed: the process garbage "
 					"collected)", areas[k].what, (unsigned long long)areas[k].start);
@@ -506,6 +512,10 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 		uint64_t seed = o->seed ? o->seed : xb_now_ns();
 		uint64_t nch = maxw / cw, stratum = res->words_total / nch;
 		for (uint64_t j = 0; j < nch; j++) {
+			if (xb_interrupted) {
+				xb_fail("interrupted while the heap was read");
+				goto out;
+			}
 			uint64_t g = j * stratum + (stratum > cw ? rng_next(&seed) % (stratum - cw) : 0);
 			size_t k = 0;
 			while (k < na && g >= areas[k].words) {

@@ -112,15 +112,22 @@ static const enum xb_field required[] = {
 	XB_F_PTAB_MAX, XB_F_PTAB_INVALID_ELEMENT,
 };
 
-int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t)
+int xb_ptab_fields_ok(const struct xb_vm *vm)
 {
-	memset(t, 0, sizeof(*t));
-	t->vm = vm;
 	for (size_t i = 0; i < XB_ARRAY_SIZE(required); i++)
 		if (vm->off[required[i]] == XB_NOFIELD)
 			return xb_fail("cannot read processes on this VM (OTP %s, erts %s): the release "
 				       "table has no %s (%s)", vm->otp[0] ? vm->otp : "?", vm->erts,
 				       xb_field_name(required[i]), xb_field_specs[required[i]].source);
+	return 0;
+}
+
+int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->vm = vm;
+	if (xb_ptab_fields_ok(vm) < 0)
+		return -1;
 	if (!vm->sym.proc_tab)
 		return xb_fail("cannot read processes: the process table (erts_proc, erl_process.c) is "
 			       "neither a symbol of this beam.smp nor found in its data; install the VM's "
@@ -599,13 +606,19 @@ static void read_memory(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p)
 	if (p->old_hend && p->old_heap)
 		m += p->old_hend - p->old_heap;
 	m += p->msgq_bytes;
+	/* The spilled argument registers, the ErtsPSD and the dictionary's
+	 * array are std_alloc blocks (erl_alloc.types: ARG_REG, PSD,
+	 * PROC_DICT are STANDARD), counted in erlang:memory(system), not
+	 * processes: system_bytes. */
+	uint64_t sys = 0;
 	if (off(t, XB_F_PROC_ARG_REG) >= 0 && off(t, XB_F_PROC_DEF_ARG_REG) >= 0 && off(t, XB_F_PROC_ARITY) >= 0 &&
 	    get64(b, off(t, XB_F_PROC_ARG_REG)) != p->addr + (uint64_t)off(t, XB_F_PROC_DEF_ARG_REG))
-		m += (uint64_t)b[off(t, XB_F_PROC_ARITY)] * 8; /* Uint or byte: < 256 either way */
+		sys += (uint64_t)b[off(t, XB_F_PROC_ARITY)] * 8; /* Uint or byte: < 256 either way */
 	if (get64(b, off(t, XB_F_PROC_PSD)) && off(t, XB_F_PSD_SIZE) > 0)
-		m += (uint64_t)off(t, XB_F_PSD_SIZE);
-	m += p->dict_bytes;
-	p->memory = m;
+		sys += (uint64_t)off(t, XB_F_PSD_SIZE);
+	sys += p->dict_bytes;
+	p->system_bytes = sys;
+	p->memory = m + sys;
 }
 
 /* Registered name (RegProc.name, checked to point back at the process)
@@ -756,6 +769,10 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 		goto out;
 	}
 	for (uint32_t next = 0; next < t->max && rc == 0;) {
+		if (xb_interrupted) { /* ^C: within one batch's reads */
+			rc = xb_fail("interrupted");
+			break;
+		}
 		size_t n = 0;
 		for (; next < t->max && n < BATCH; next++) {
 			uint64_t s = t->slots[next];
@@ -868,6 +885,8 @@ int xb_ptab_find_pid(struct xb_ptab *t, unsigned num, long ser, uint32_t *slot)
 {
 	char want[48], got[48];
 	for (uint32_t i = 0; i < t->max; i++) {
+		if (i % 1024 == 0 && xb_interrupted) /* a read per live slot: ^C between them */
+			return xb_fail("interrupted while looking for the process");
 		uint64_t s = t->slots[i], id;
 		if (!s || s == t->invalid ||
 		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_ID), &id) < 0 || !xb_is_pid(id))
@@ -893,6 +912,8 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 		return xb_fail("cannot look up registered names on this VM: the release table has no %s",
 			       xb_field_name(XB_F_REGPROC_NAME));
 	for (uint32_t i = 0; i < t->max; i++) {
+		if (i % 1024 == 0 && xb_interrupted)
+			return xb_fail("interrupted while looking for the process");
 		uint64_t s = t->slots[i], reg, p, atom;
 		if (!s || s == t->invalid ||
 		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_REG), &reg) < 0 || !reg ||

@@ -169,12 +169,20 @@ int xb_hs_write_procs(FILE *f, enum xb_hs_format fmt, const struct xb_hs_proc *r
 	return 0;
 }
 
+uint64_t xb_hs_unowned(const struct xb_hs_totals *t)
+{
+	return t->vm_ptab + (t->regs_known ? t->regs_count * t->regs_block : 0) +
+	       t->eheap_blocks * t->block_header + t->fix_free;
+}
+
 void xb_hs_write_totals(FILE *f, const struct xb_hs_totals *t)
 {
 	char a[6][24];
 	fprintf(f, "total: %" PRIu64 " processes, %s (%" PRIu64 " bytes) as process_info(P, memory)\n"
-		   "counts them\n",
-		t->processes, xb_hs_human(t->memory_bytes, a[0], 24), t->memory_bytes);
+		   "counts them; %s (%" PRIu64 " bytes) of it is in std_alloc (dictionaries,\n"
+		   "PSDs, spilled argument registers), which erlang:memory/0 counts as system\n",
+		t->processes, xb_hs_human(t->memory_bytes, a[0], 24), t->memory_bytes,
+		xb_hs_human(t->system_bytes, a[1], 24), t->system_bytes);
 	if (t->vm_known) {
 		fprintf(f, "the VM's own figure, erlang:memory(processes): %s (%" PRIu64 " bytes) =\n"
 			   "  eheap_alloc blocks %s + process structures %s + process table %s\n"
@@ -183,12 +191,27 @@ void xb_hs_write_totals(FILE *f, const struct xb_hs_totals *t)
 			xb_hs_human(t->vm_procs, a[3], 24), xb_hs_human(t->vm_ptab, a[4], 24),
 			xb_hs_human(t->vm_fix_other, a[5], 24),
 			t->vm_fix_known ? "" : "\n  (fix_alloc lists not recognised: structures not counted)");
-		if (t->vm_processes)
-			fprintf(f, "the rows add up to %.1f%% of it (%.1f%% without the process table)\n",
-				100.0 * (double)t->memory_bytes / (double)t->vm_processes,
-				t->vm_processes > t->vm_ptab
-					? 100.0 * (double)t->memory_bytes / (double)(t->vm_processes - t->vm_ptab)
-					: 0.0);
+		uint64_t unowned = xb_hs_unowned(t);
+		fprintf(f, "of which no process owns %s (%" PRIu64 " bytes):\n", xb_hs_human(unowned, a[0], 24),
+			unowned);
+		fprintf(f, "  process table         %6s = %" PRIu64 " slots x %" PRIu64 " bytes\n",
+			xb_hs_human(t->vm_ptab, a[0], 24), t->ptab_slots, t->ptab_slot_bytes);
+		if (t->regs_known)
+			fprintf(f, "  scheduler registers   %6s = %" PRIu64 " x %" PRIu64 " bytes (eheap_alloc blocks)\n",
+				xb_hs_human(t->regs_count * t->regs_block, a[0], 24), t->regs_count, t->regs_block);
+		else
+			fprintf(f, "  scheduler registers   not known: %s\n", t->regs_why ? t->regs_why : "?");
+		fprintf(f, "  eheap_alloc headers   %6s = %" PRIu64 " blocks x %" PRIu64 " bytes\n",
+			xb_hs_human(t->eheap_blocks * t->block_header, a[0], 24), t->eheap_blocks, t->block_header);
+		fprintf(f, "  free fix_alloc items  %6s = %" PRIu64 " bytes (kept for reuse)\n",
+			xb_hs_human(t->fix_free, a[0], 24), t->fix_free);
+		uint64_t rows = t->memory_bytes - (t->system_bytes <= t->memory_bytes ? t->system_bytes : 0);
+		uint64_t owned = t->vm_processes > unowned ? t->vm_processes - unowned : 0;
+		fprintf(f, "like with like: the rows less their std_alloc part, %s (%" PRIu64 "\n"
+			   "bytes), are %.1f%% of erlang:memory(processes) less what no process\n"
+			   "owns, %s (%" PRIu64 " bytes)\n",
+			xb_hs_human(rows, a[0], 24), rows, owned ? 100.0 * (double)rows / (double)owned : 0.0,
+			xb_hs_human(owned, a[1], 24), owned);
 	} else {
 		fprintf(f, "the VM's own figure for processes is not available: %s\n",
 			t->vm_why ? t->vm_why : "unknown");
@@ -209,7 +232,7 @@ int xb_hs_write_growth_header(FILE *f, enum xb_hs_format fmt)
 	if (fmt == XB_HS_JSON)
 		fputs("[", f);
 	else if (fmt == XB_HS_CSV)
-		fputs("interval,seconds,pid,name,current_function,new_process,memory_bytes_delta,"
+		fputs("interval,seconds,pid,name,current_function,new_process,full_sweep,memory_bytes_delta,"
 		      "long_lived_bytes_delta,old_heap_used_bytes_delta,old_heap_bytes_delta,heap_bytes_delta,mbuf_bytes_delta,"
 		      "bin_vheap_bytes_delta,message_queue_len_delta,message_queue_bytes_delta,reductions_delta\n", f);
 	return 0;
@@ -235,6 +258,7 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 			xb_json_kv_string(&j, "name", r->name);
 			xb_json_kv_string(&j, "current_function", r->current_function);
 			xb_json_kv_bool(&j, "new_process", r->new_process);
+			xb_json_kv_bool(&j, "full_sweep", r->full_sweep);
 			xb_json_kv_int(&j, "memory_bytes_delta", r->memory_bytes);
 			xb_json_kv_int(&j, "long_lived_bytes_delta", r->long_lived_bytes);
 			xb_json_kv_int(&j, "old_heap_used_bytes_delta", r->old_heap_used_bytes);
@@ -262,9 +286,9 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 			csv_field(f, r->name);
 			fputc(',', f);
 			csv_field(f, r->current_function);
-			fprintf(f, ",%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+			fprintf(f, ",%s,%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
 				   ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
-				r->new_process ? "true" : "false", r->memory_bytes, r->long_lived_bytes, r->old_heap_used_bytes,
+				r->new_process ? "true" : "false", r->full_sweep ? "true" : "false", r->memory_bytes, r->long_lived_bytes, r->old_heap_used_bytes,
 				r->old_heap_bytes, r->heap_bytes, r->mbuf_bytes, r->bin_vheap_bytes,
 				r->message_queue_len, r->message_queue_bytes, r->reductions);
 		}
@@ -282,15 +306,17 @@ int xb_hs_write_growth(FILE *f, enum xb_hs_format fmt, const struct xb_hs_growth
 			plus(r->long_lived_bytes, a[1], 24), plus(r->old_heap_bytes, a[2], 24),
 			plus(r->heap_bytes, a[3], 24), plus(r->mbuf_bytes, a[4], 24),
 			plus(r->bin_vheap_bytes, a[5], 24), q);
-		fprintf(f, "  %s%s%s%s\n", clean(r->name, t1, sizeof(t1)), r->new_process ? " (new)" : "",
-			strcmp(r->current_function, "-") ? "  in " : "",
+		fprintf(f, "  %s%s%s%s%s\n", clean(r->name, t1, sizeof(t1)), r->new_process ? " (new)" : "",
+			r->full_sweep ? " (full sweep)" : "", strcmp(r->current_function, "-") ? "  in " : "",
 			strcmp(r->current_function, "-") ? clean(r->current_function, t2, sizeof(t2)) : "");
 	}
 	if (!n)
 		fputs("  (no process grew)\n", f);
 	fputs("LONG-LIVED: growth of the data that survived a garbage collection (old heap\n"
 	      "used + young heap below high_water); OLD, YOUNG: heap sizes; BINARY:\n"
-	      "off-heap binaries referenced; MEMORY as process_info(P, memory).\n", f);
+	      "off-heap binaries referenced; MEMORY as process_info(P, memory).\n"
+	      "(full sweep): a full-sweep collection moved the old heap into the young one\n"
+	      "meanwhile: what survives shows there, below high_water, until promoted again.\n", f);
 	return 0;
 }
 

@@ -82,10 +82,12 @@ static struct {
 static const struct xb_opt options[] = {
 	{ "interval", 'i', XB_OPT_DOUBLE, &o.interval, "SECONDS",
 	  "growth: snapshots SECONDS apart; rows are what each\n"
-	  "process gained, and how much of it is long-lived data\n"
-	  "(survived a garbage collection: old heap used + young\n"
-	  "heap below high_water), young heap, fragments,\n"
-	  "binaries, messages",
+	  "process whose memory or long-lived data grew gained,\n"
+	  "and how much of it is long-lived data (survived a\n"
+	  "garbage collection: old heap used + young heap below\n"
+	  "high_water), young heap, fragments, binaries,\n"
+	  "messages; \"full sweep\": one ran meanwhile (the old\n"
+	  "heap was emptied into the young one)",
 	  0.01, 86400, .group = "Modes (default: one row per process, largest first):",
 	  .given = &o.interval_given },
 	{ "count", 'c', XB_OPT_UINT, &o.count, "N", "with --interval: N intervals (default 1)", 1, 1000000,
@@ -142,7 +144,10 @@ static const struct xb_cli cli = {
 		"  REDS     reds\n"
 		"  totals   compared with erlang:memory(processes) computed as erl_alloc.c\n"
 		"           does: eheap_alloc blocks + fix_alloc lists of process\n"
-		"           structures, links, monitors, ... + the process table\n"
+		"           structures, links, monitors, ... + the process table; less\n"
+		"           what no process owns: the table (erts_ptab_mem_size), the\n"
+		"           scheduler registers (sizeof(ErtsSchedulerRegisters) blocks),\n"
+		"           block headers, free fix_alloc items\n"
 		"  --alloc  per allocator type (erl_alloc_util.h Allctr_t of each\n"
 		"           instance): mbcs/sbcs .carriers[].size and .blocks[].curr.size,\n"
 		"           the carrier pool cpool.stat.carriers_size/blocks_size (counted\n"
@@ -162,7 +167,10 @@ static const struct xb_cli cli = {
 struct row {
 	uint64_t pid, reg_name, initial[3], current_mfa[3], i;
 	enum xb_pstatus status;
-	uint64_t memory, heap_sz, old_heap, old_used, long_lived, stack, mbuf, msgq, msgq_bytes, vheap, reds, links, monitors;
+	uint64_t memory, system, heap_sz, old_heap, old_used, long_lived, stack, mbuf, msgq, msgq_bytes, vheap, reds,
+		links, monitors;
+	uint64_t old_heap_addr; /* old_heap: a full sweep frees it (erl_gc.c) */
+	uint16_t gen_gcs;       /* minor collections since the last full sweep */
 	bool partial;
 };
 
@@ -184,9 +192,12 @@ static int collect(const struct xb_proc *p, void *arg)
 	r->i = p->i;
 	r->status = p->status;
 	r->memory = p->memory;
+	r->system = p->system_bytes <= p->memory ? p->system_bytes : p->memory;
 	r->heap_sz = p->heap_sz;
 	r->old_heap = xb_proc_old_heap_words(p);
 	r->old_used = xb_proc_old_used_words(p);
+	r->old_heap_addr = p->old_heap;
+	r->gen_gcs = p->gen_gcs;
 	r->long_lived = xb_proc_long_lived_words(p);
 	r->stack = xb_proc_stack_words(p);
 	r->mbuf = p->mbuf_sz;
@@ -292,28 +303,69 @@ static void view_free(struct xb_hs_proc *v)
 
 static enum xb_hs_format fmt;
 
-/* One snapshot of every process; *exited when the VM went away while
- * reading (what was read is kept). */
-static int snapshot(struct xb_ptab *t, struct rows *rs, struct xb_ptab_stats *st, bool *exited)
+/* How a snapshot ended short (what was read is kept). */
+enum cut { CUT_NONE, CUT_EXITED, CUT_INTERRUPTED };
+
+/* One snapshot of every process; *cut says when the VM went away, or ^C
+ * came, while reading. */
+static int snapshot(struct xb_ptab *t, struct rows *rs, struct xb_ptab_stats *st, enum cut *cut)
 {
 	rs->n = 0;
-	*exited = false;
-	if (xb_ptab_refresh(t) < 0) {
-		if (!xb_vm_alive(t->vm) || t->vm->mem.gone) {
-			*exited = true;
-			return 0;
-		}
-		return -1;
-	}
-	int rc = xb_ptab_foreach(t, XB_PROC_MEMORY | XB_PROC_NAMES, collect, rs, st);
+	*cut = CUT_NONE;
+	int rc = xb_ptab_refresh(t);
+	if (rc == 0)
+		rc = xb_ptab_foreach(t, XB_PROC_MEMORY | XB_PROC_NAMES, collect, rs, st);
 	if (rc != 0) {
-		if (t->vm->mem.gone || !xb_vm_alive(t->vm)) {
-			*exited = true;
-			return 0;
-		}
-		return -1;
+		if (t->vm->mem.gone || !xb_vm_alive(t->vm))
+			*cut = CUT_EXITED;
+		else if (xb_interrupted)
+			*cut = CUT_INTERRUPTED;
+		else
+			return -1;
 	}
 	return 0;
+}
+
+/* erl_alloc.c erts_alloc_permanent_cache_aligned(): the block asked for
+ * is the size + ERTS_CACHE_LINE_SIZE - 1 (64 on x86-64 and aarch64,
+ * erl_alloc.h), aligned inside it; erl_alloc_util.c UMEMSZ2BLKSZ adds
+ * ABLK_HDR_SZ (offsetof(Block_t, u): one word where blocks carry their
+ * carrier's offset, MBC_ABLK_OFFSET_BITS, the 64-bit builds) and rounds
+ * up to UNIT_SZ (sizeof(Unit_t): ERTS_ALLOC_ALIGN_BYTES, 8 off Windows). */
+#define CACHE_LINE_SIZE 64
+#define ABLK_HDR_SZ 8
+#define UNIT_CEILING(x) (((x) + 7) & ~(uint64_t)7)
+
+/* The scheduler registers' blocks: one per dirty scheduler, and per
+ * normal scheduler on the interpreter (erl_process.c
+ * init_scheduler_registers: the JIT's normal schedulers keep theirs on
+ * their own stack), counted by the schedulers' threads. */
+static void sched_registers(struct xb_vm *vm, const struct xb_alloc_procs *ap, struct xb_hs_totals *tot)
+{
+	int64_t size = xb_off(vm, XB_F_SCHEDREGS_SIZE);
+	int n[3];
+	if (size <= 0) {
+		tot->regs_why = "the release table lacks their size";
+		return;
+	}
+	if (vm->flavor != XB_FLAVOR_EMU && vm->flavor != XB_FLAVOR_JIT) {
+		tot->regs_why = "the emulator's flavour is unknown";
+		return;
+	}
+	xb_vm_count_sched_threads(vm, n);
+	/* OTP 25+ starts at least one dirty scheduler of each kind */
+	if (n[1] < 1 || n[2] < 1 || n[1] > 1024 || n[2] > 1024 || n[0] > 1024) {
+		tot->regs_why = "dirty scheduler threads not found by name";
+		return;
+	}
+	tot->regs_count = (uint64_t)(n[1] + n[2] + (vm->flavor == XB_FLAVOR_EMU ? n[0] : 0));
+	tot->regs_block = UNIT_CEILING((uint64_t)size + CACHE_LINE_SIZE - 1 + ABLK_HDR_SZ);
+	if (tot->regs_count * tot->regs_block > ap->eheap) {
+		tot->regs_why = "more than eheap_alloc holds";
+		tot->regs_count = tot->regs_block = 0;
+		return;
+	}
+	tot->regs_known = true;
 }
 
 static void vm_totals(struct xb_vm *vm, struct xb_ptab *t, struct xb_hs_totals *tot)
@@ -328,9 +380,24 @@ static void vm_totals(struct xb_vm *vm, struct xb_ptab *t, struct xb_hs_totals *
 		snprintf(why, sizeof(why), "%s", xb_err());
 		tot->vm_why = why;
 	} else {
+		struct xb_alloc_procs ap;
 		tot->vm_ptab = xb_ptab_mem_size(t);
-		tot->vm_fix_known = xb_alloc_processes(vm, ai, tot->vm_ptab, &tot->vm_processes, &tot->vm_eheap,
-						       &tot->vm_procs, &tot->vm_fix_other);
+		/* erl_ptab.c erts_ptab_mem_size: an erts_atomic_t per slot,
+		 * and an erts_atomic32_t of free id data */
+		tot->ptab_slots = t->max;
+		tot->ptab_slot_bytes = t->free_id_data ? 12 : 8;
+		xb_alloc_processes(vm, ai, tot->vm_ptab, &ap);
+		tot->vm_fix_known = ap.fix_known;
+		tot->vm_processes = ap.total;
+		tot->vm_eheap = ap.eheap;
+		tot->vm_procs = ap.procs;
+		tot->vm_fix_other = ap.fix_other;
+		tot->fix_free = (ap.procs - ap.procs_used) + (ap.fix_other - ap.fix_other_used);
+		tot->eheap_blocks = ap.eheap_blocks;
+		tot->block_header = ABLK_HDR_SZ;
+		if (tot->eheap_blocks * ABLK_HDR_SZ > ap.eheap) /* counts that cannot be */
+			tot->eheap_blocks = 0;
+		sched_registers(vm, &ap, tot);
 		tot->vm_known = true;
 	}
 	free(ai);
@@ -340,23 +407,25 @@ static int mode_procs(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 {
 	struct rows rs = { 0 };
 	struct xb_ptab_stats st;
-	bool exited;
-	if (snapshot(t, &rs, &st, &exited) < 0) {
+	enum cut cut;
+	if (snapshot(t, &rs, &st, &cut) < 0) {
 		free(rs.v);
 		return -1;
 	}
 	struct xb_hs_totals tot = { 0 };
-	for (size_t i = 0; i < rs.n; i++)
+	for (size_t i = 0; i < rs.n; i++) {
 		tot.memory_bytes += rs.v[i].memory;
+		tot.system_bytes += rs.v[i].system;
+	}
 	tot.processes = rs.n;
 	tot.skipped_changed = st.changed;
 	tot.skipped_gone = st.gone;
 	tot.skipped_unreadable = st.unreadable;
 	tot.partial = st.partial;
-	if (!exited)
+	if (cut == CUT_NONE)
 		vm_totals(vm, t, &tot);
 	else
-		tot.vm_why = "the VM exited";
+		tot.vm_why = cut == CUT_EXITED ? "the VM exited" : "interrupted";
 	if (rs.n) /* (qsort of NULL, 0: undefined) */
 		qsort(rs.v, rs.n, sizeof(*rs.v), by_key);
 	size_t n = o.top && o.top < rs.n ? o.top : rs.n;
@@ -377,9 +446,12 @@ static int mode_procs(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		xb_fail("out of memory");
 	free(v);
 	free(rs.v);
-	if (exited)
+	if (cut == CUT_EXITED)
 		fprintf(stderr, PROG ": note: VM %d exited while its processes were read; the rows above are "
 				"the %zu processes read until then\n", (int)vm->pid, tot.processes);
+	else if (cut == CUT_INTERRUPTED)
+		fprintf(stderr, PROG ": note: interrupted while the processes were read; the rows above are "
+				"the %zu processes read until then\n", tot.processes);
 	return rc;
 }
 
@@ -394,7 +466,7 @@ static int by_pid(const void *a, const void *b)
 struct grow {
 	struct row *now;
 	int64_t d_mem, d_long, d_old_used, d_old, d_heap, d_mbuf, d_vheap, d_msgq, d_msgq_bytes, d_reds;
-	bool is_new;
+	bool is_new, full_sweep;
 };
 
 static bool long_lived;
@@ -421,13 +493,16 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 {
 	struct rows prev = { 0 }, cur = { 0 };
 	struct xb_ptab_stats st;
-	bool exited;
+	enum cut cut;
 	int rc = 0;
-	if (snapshot(t, &prev, &st, &exited) < 0)
+	if (snapshot(t, &prev, &st, &cut) < 0)
 		return -1;
-	if (exited) {
-		fprintf(stderr, PROG ": note: VM %d exited during the first snapshot; no growth to show\n",
-			(int)vm->pid);
+	if (cut != CUT_NONE) {
+		if (cut == CUT_EXITED)
+			fprintf(stderr, PROG ": note: VM %d exited during the first snapshot; no growth to show\n",
+				(int)vm->pid);
+		else
+			fprintf(stderr, PROG ": note: interrupted during the first snapshot; no growth to show\n");
 		free(prev.v);
 		return 0;
 	}
@@ -440,14 +515,18 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		sleep_s(o.interval);
 		if (stop_requested)
 			break;
-		if (snapshot(t, &cur, &st, &exited) < 0) {
+		if (snapshot(t, &cur, &st, &cut) < 0) {
 			rc = -1;
 			break;
 		}
 		uint64_t t1 = xb_now_ns();
-		if (exited) {
-			fprintf(stderr, PROG ": note: VM %d exited during snapshot %u; %u interval%s shown\n",
-				(int)vm->pid, k, done, done == 1 ? "" : "s");
+		if (cut != CUT_NONE) {
+			if (cut == CUT_EXITED)
+				fprintf(stderr, PROG ": note: VM %d exited during snapshot %u; %u interval%s shown\n",
+					(int)vm->pid, k, done, done == 1 ? "" : "s");
+			else
+				fprintf(stderr, PROG ": note: interrupted during snapshot %u; %u interval%s shown\n", k,
+					done, done == 1 ? "" : "s");
 			break;
 		}
 		if (cur.n)
@@ -477,12 +556,31 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 			x->d_msgq = (int64_t)c->msgq - (int64_t)p->msgq;
 			x->d_msgq_bytes = (int64_t)c->msgq_bytes - (int64_t)p->msgq_bytes;
 			x->d_reds = (int64_t)c->reds - (int64_t)p->reds;
+			/* A full-sweep collection (erl_gc.c major_collection)
+			 * moves everything live into a new young heap and frees
+			 * the old heap; minor ones only add to the old heap
+			 * (allocated once) and count gen_gcs up.  So the old heap
+			 * replaced or gone, or gen_gcs lower, means one ran
+			 * between the snapshots.  (One missed: the old heap freed
+			 * and reallocated at the same place, gen_gcs counted back
+			 * up past where it was; the next minor collection has
+			 * then promoted everything again.) */
+			x->full_sweep = !x->is_new && ((p->old_heap_addr && c->old_heap_addr != p->old_heap_addr) ||
+						       c->gen_gcs < p->gen_gcs);
 		}
+		/* Growers: memory or long-lived data grew.  (A full sweep
+		 * replaces both heaps with one sized for what survived: a
+		 * process adding to long-lived data can show less memory
+		 * right after one, and is still growing.)  The sort key's
+		 * growers first, largest first. */
+		size_t ng2 = 0;
+		for (size_t i = 0; i < ng; i++)
+			if (g[i].d_mem > 0 || g[i].d_long > 0)
+				g[ng2++] = g[i];
+		ng = ng2;
 		if (ng)
 			qsort(g, ng, sizeof(*g), by_growth);
-		size_t n = 0;
-		while (n < ng && (!o.top || n < o.top) && (long_lived ? g[n].d_long : g[n].d_mem) > 0)
-			n++;
+		size_t n = o.top && o.top < ng ? o.top : ng;
 		struct xb_hs_growth *v = calloc(n ? n : 1, sizeof(*v));
 		if (!v) {
 			free(g);
@@ -500,7 +598,7 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 						      .mbuf_bytes = g[i].d_mbuf, .bin_vheap_bytes = g[i].d_vheap,
 						      .message_queue_len = g[i].d_msgq,
 						      .message_queue_bytes = g[i].d_msgq_bytes, .reductions = g[i].d_reds,
-						      .new_process = g[i].is_new };
+						      .new_process = g[i].is_new, .full_sweep = g[i].full_sweep };
 			free((char *)pv.initial_call);
 			free((char *)pv.registered_name);
 		}
@@ -539,8 +637,14 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 {
 	uint32_t slot;
-	if (xb_ptab_find(t, o.contents, &slot) < 0)
-		return -2;
+	if (xb_ptab_find(t, o.contents, &slot) < 0) {
+		if (vm->mem.gone || !xb_vm_alive(vm)) { /* not "no such process": the VM went */
+			fprintf(stderr, PROG ": note: VM %d exited while its process table was read; nothing to "
+					"show\n", (int)vm->pid);
+			return 0;
+		}
+		return xb_interrupted ? -1 : -2; /* ^C, or no such process (a usage error) */
+	}
 	struct xb_hw_opts ho = { .max_words = o.max_words, .seed = o.seed };
 	struct xb_hw_result r;
 	if (xb_heapwalk(t, slot, &ho, &r) < 0) {

@@ -231,15 +231,22 @@ static void fix_types(const char *src, char *out, size_t len)
 	free(text);
 }
 
-static Dwarf *open_dwarf(const char *path)
+/* PATH's DWARF (its fd in *FD, for close_dwarf); exits on failure. */
+static Dwarf *open_dwarf(const char *path, int *fd)
 {
-	int fd = open(path, O_RDONLY);
-	Dwarf *dw = fd >= 0 ? dwarf_begin(fd, DWARF_C_READ) : NULL;
+	*fd = open(path, O_RDONLY);
+	Dwarf *dw = *fd >= 0 ? dwarf_begin(*fd, DWARF_C_READ) : NULL;
 	if (!dw) {
 		fprintf(stderr, "xb-gen-release: %s: no DWARF (%s)\n", path, dwarf_errmsg(-1));
 		exit(1);
 	}
 	return dw;
+}
+
+static void close_dwarf(Dwarf *dw, int fd)
+{
+	dwarf_end(dw);
+	close(fd);
 }
 
 static void print_flavor(const char *name, int64_t *off, struct xb_regroles *r)
@@ -284,17 +291,20 @@ int main(int argc, char **argv)
 	struct xb_regroles jregs = eregs;
 	for (int i = 0; i < XB_F_COUNT; i++)
 		eoff[i] = joff[i] = XB_NOFIELD;
+	int fd;
 	if (emu) {
-		Dwarf *dw = open_dwarf(emu);
+		Dwarf *dw = open_dwarf(emu, &fd);
 		xb_dwarf_layout(dw, eoff);
 		/* beam_emu.c: register BeamInstr *I REG_I; register Eterm *E REG_stop */
 		eregs.I = xb_dwarf_fixed_reg(dw, "process_main", "I");
 		eregs.E = xb_dwarf_fixed_reg(dw, "process_main", "E");
 		eregs.c_p = xb_dwarf_fixed_reg(dw, "process_main", "c_p");
+		close_dwarf(dw, fd);
 	}
 	if (jit) {
-		Dwarf *dw = open_dwarf(jit);
+		Dwarf *dw = open_dwarf(jit, &fd);
 		xb_dwarf_layout(dw, joff);
+		close_dwarf(dw, fd);
 		jregs.c_p = jit_reg(src, "c_p");
 		jregs.E = jit_reg(src, "E");
 		jregs.E_saved = jit_reg(src, "E_saved");
@@ -324,7 +334,8 @@ int main(int argc, char **argv)
 	print_flavor("jit", joff, &jregs);
 	char tf[3][64];
 	thread_formats(src, tf);
-	printf("\t.thread_fmt = { \"%s\", \"%s\", \"%s\" }, /* erl_process.c */\n", tf[0], tf[1], tf[2]);
+	printf("\t.thread_fmt = { /* erl_process.c: normal, dirty CPU, dirty I/O schedulers */\n"
+	       "\t\t[0] = \"%s\",\n\t\t[1] = \"%s\",\n\t\t[2] = \"%s\",\n\t},\n", tf[0], tf[1], tf[2]);
 	printf("\t.sym_ranges = \"r\", /* beam_ranges.c: static struct ranges r[] */\n");
 	printf("\t.sym_ranges_refs = \"erts_start_staging_ranges,erts_end_staging_ranges,"
 	       "erts_update_ranges,erts_lookup_function_info\",\n");

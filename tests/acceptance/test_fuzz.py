@@ -1,11 +1,14 @@
 """libFuzzer targets for every decoder of remote or file data (issue 11):
 the JIT symfile parser, perf and BPF sample records, term and atom text,
-the DWARF layout reader, perf map escaping and the text parsers (perf maps,
-/proc/PID/maps, perf script).  tests/fuzz/build.sh builds them with clang,
+the DWARF layout reader, perf map escaping, the text parsers (perf maps,
+/proc/PID/maps, perf script), and erlang-heapsample's readers of the VM's
+memory (fuzz_heap: the process table, a process struct with its links,
+monitors, messages and dictionary, its heap walked whole or sampled, over
+memory made of the input).  tests/fuzz/build.sh builds them with clang,
 ASan and UBSan into build-fuzz/; each runs from its seed corpus
 (tests/fuzz/corpus/TARGET, written by tests/fuzz/seeds.c; the DWARF
 target's seed is compiled from tests/fuzz/dwarf_seed.c by this test) for
-a while: 12 s each in the default suite (60 s of fuzzing in all, two
+a while: 10 s each in the default suite (60 s of fuzzing in all, two
 targets at a time), 120 s each in the `fuzz` suite.  A crash, a
 sanitizer report, a leak, a timeout (5 s per input) or an out-of-memory
 (2 GB) fails the test; the input is kept under tests/out/fuzz/ to
@@ -19,7 +22,7 @@ import shutil
 
 from xbtest import ROOT, check, log, no_asan, run_cmd, skip_because, suite, timeout, tmpdir
 
-TARGETS = ["symfile", "records", "terms", "text", "dwarf"]
+TARGETS = ["symfile", "records", "terms", "text", "dwarf", "heap"]
 FUZZ = os.path.join(ROOT, "tests", "fuzz")
 
 
@@ -89,7 +92,7 @@ def run_all(seconds):
 @timeout(1100)
 @no_asan("the fuzz targets are an ASan/UBSan build of their own (build-fuzz/)")
 def test_fuzz_short():
-    run_all(12)
+    run_all(10)
 
 
 @suite("fuzz")

@@ -16,17 +16,22 @@ import shutil
 import subprocess
 import time
 
+from xbsample import wait_running
 from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, time_scale,
-                    timeout, tmpdir, tool_path, untraced_leak_check)
+                    timeout, tmpdir, tool_path, untraced_leak_check, wait_for)
 
 TOOL = "erlang-heapsample"
 KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep"]
-# erlang:memory(processes) includes the process table, max_processes x 12
-# bytes, which no process owns (erl_ptab.c erts_ptab_mem_size): 12 MB with
-# OTP 27's default of 1,048,576 processes.  The VMs of the totals test are
-# started with +P 32768 (384 KB) so that the comparison measures the
-# processes; the tool's totals line names the table separately anyway.
-SMALL_PTAB = ["+P", "32768"]
+# erlang:memory(processes) (erl_alloc.c erts_memory) counts, besides the
+# processes' heaps, structures, links and messages, what no process owns
+# and process_info(P, memory) never counts: the process table
+# (erl_ptab.c erts_ptab_mem_size: 12 bytes a slot, 12 MB with OTP 27's
+# default of 1,048,576 processes, 3 MB with OTP 25's 262,144), the
+# scheduler registers (eheap_alloc blocks of ~16.6 KB, one per dirty
+# scheduler and, on the interpreter, per scheduler), eheap_alloc's block
+# headers and fix_alloc items kept free.  The tool's totals name each, and
+# the rows are compared with what is left (test_known_processes, on a VM
+# with the default process limit).
 # The allocator types compared with system_info({allocator, A}).
 ALLOCATORS = ["binary_alloc", "eheap_alloc", "ets_alloc", "fix_alloc", "ll_alloc", "sl_alloc",
               "std_alloc", "temp_alloc", "driver_alloc", "literal_alloc"]
@@ -93,8 +98,18 @@ def steady_snapshot(vm, names, tries=3):
 def test_known_processes(target):
     """A 20 MB list, 50,000 queued messages, 200 MB of refc binaries and a
     deep stack: each one's figures within 5 % of process_info/2, ranked as
-    expected; the rows add up to erlang:memory(processes) within 5 %."""
-    with VM(target, extra_args=SMALL_PTAB) as vm:
+    expected; on a VM with the default process limit, with a thousand
+    idle processes and with the known ones, the rows add up to erlang:memory(processes) less what no process
+    owns within 5 %, and each part of that is the VM's (process table,
+    scheduler registers, block headers, free fix_alloc items)."""
+    with VM(target) as vm:
+        # A VM with a thousand idle processes (~3 MB of them): what no
+        # process owns is half of erlang:memory(processes) there, the
+        # scheduler registers alone 7 % of the rest.  (On a fresh VM, ~0.5
+        # MB of processes, the test's own requests move the VM's figure
+        # by up to 5 % between its reading and the tool's.)
+        check(vm.eval("xb_mem:idle(1000)", timeout=120) == "ok", "the idle processes did not start")
+        check_processes_totals(vm, "1,000 idle processes")
         check(vm.eval("xb_mem:start()", timeout=240) == "ok", "workload did not start")
         rows, want, r = steady_snapshot(vm, KNOWN)
         by_name = {row["name"]: row for row in rows}
@@ -132,24 +147,102 @@ def test_known_processes(target):
             rr, _ = processes_json(vm, "--sort", field)
             check(rr[0]["name"] == top, "--sort %s: first is %s, expected %s" % (field, rr[0]["name"], top))
         # the sum against the VM's own figure for processes
-        for attempt in range(3):
-            m0 = int(vm.eval("erlang:memory(processes)"))
-            rows, r = processes_json(vm)
-            m1 = int(vm.eval("erlang:memory(processes)"))
-            total = sum(row["memory_bytes"] for row in rows)
-            if close(m0, m1, 0.01):
-                break
-        log("sum of process memory %d, erlang:memory(processes) %d .. %d (%.1f%%)"
-            % (total, m0, m1, 100.0 * total / m1))
-        check(close(total, m0, 0.05) or close(total, m1, 0.05),
-              "sum of process memory %d, erlang:memory(processes) %d .. %d" % (total, m0, m1))
-        # the tool's own recomputation of erlang:memory(processes)
-        m = re.search(r"erlang:memory\(processes\): \S+ \((\d+) bytes\)", r.err)
-        check(m, "no VM figure in the totals (stderr)", r.err)
-        vm_fig = int(m.group(1))
-        check(close(vm_fig, m0, 0.02) or close(vm_fig, m1, 0.02),
-              "the tool's erlang:memory(processes) %d, the VM's %d .. %d" % (vm_fig, m0, m1))
+        check_processes_totals(vm, "known processes")
         vm.eval("xb_mem:stop()")
+
+
+def processes_truth(vm):
+    """The VM's side of the totals (xb_mem:processes_truth/0)."""
+    f = vm.eval_raw("xb_mem:processes_truth()").decode().split()
+    keys = ("processes", "processes_used", "serving", "process_limit", "schedulers", "dirty_cpu", "dirty_io")
+    out = {k: int(v) for k, v in zip(keys, f[:7])}
+    out["flavor"] = f[7]
+    out["eheap_blocks"], out["eheap_block_bytes"] = int(f[8]), int(f[9])
+    return out
+
+
+def check_processes_totals(vm, what):
+    """Issue 12: the sum of the rows (process_info(P, memory) each)
+    against erlang:memory(processes), like with like: the VM's figure less
+    what no process owns, each part of which is checked against the VM's
+    own account of it.  The VM is read before and after the tool; a pair
+    more than 0.5 % apart is read again."""
+    processes_truth(vm)  # (its first call loads code: the code server's heap grows)
+    for attempt in range(4):
+        t0 = processes_truth(vm)
+        rows, r = processes_json(vm)
+        t1 = processes_truth(vm)
+        m = re.search(r"erlang:memory\(processes\): \S+ \((\d+) bytes\)", r.err)
+        # (the allocators' instances are read one after the other: a heap
+        # that moves between them meanwhile is missed or counted twice)
+        if close(t0["processes"], t1["processes"], 0.005) and m and (
+                close(int(m.group(1)), t0["processes"], 0.02) or close(int(m.group(1)), t1["processes"], 0.02)):
+            break
+        log("%s: erlang:memory(processes) %d then %d, the tool's reading %s; again"
+            % (what, t0["processes"], t1["processes"], m.group(1) if m else "-"))
+    m0, m1 = t0["processes"], t1["processes"]
+    total = sum(row["memory_bytes"] for row in rows)
+    err = r.err
+    # xb_ctl and user serve the test's requests, which move their heaps
+    # between the VM's reading and ours (tens of KB: 10 % of a fresh VM's
+    # processes): they are left out of both sides, each side taking its
+    # own reading of them
+    serving = sum(row["memory_bytes"] for row in rows if row["registered_name"] in ("xb_ctl", "user"))
+
+    def fig(pattern, n=1):
+        m = re.search(pattern, err, re.M)
+        check(m, "%s: no %r in the totals (stderr)" % (what, pattern), err)
+        return [int(x) for x in m.groups()][:n] if n > 1 else int(m.group(1))
+    # the tool's recomputation of erlang:memory(processes)
+    vm_fig = fig(r"erlang:memory\(processes\): \S+ \((\d+) bytes\)")
+    check(close(vm_fig, m0, 0.02) or close(vm_fig, m1, 0.02),
+          "%s: the tool's erlang:memory(processes) %d, the VM's %d .. %d" % (what, vm_fig, m0, m1), err)
+    unowned = fig(r"^of which no process owns \S+ \((\d+) bytes\):$")
+    # the process table: erl_ptab.c erts_ptab_mem_size, exactly
+    slots, slot_bytes = fig(r"^  process table +\S+ = (\d+) slots x (\d+) bytes$", 2)
+    check(slots == t0["process_limit"] and slot_bytes == 12,
+          "%s: process table of %d slots x %d bytes; the VM's process_limit is %d (12 bytes a slot)"
+          % (what, slots, slot_bytes, t0["process_limit"]), err)
+    # scheduler registers: one block per dirty scheduler, and per normal
+    # scheduler on the interpreter; each at least the x and float
+    # register arrays (erl_vm.h: ERTS_X_REGS_ALLOCATED = MAX_REG + 3 words,
+    # cache-line aligned, 8256 bytes, and MAX_REG doubles, 8192 bytes)
+    nregs, regs_block = fig(r"^  scheduler registers +\S+ = (\d+) x (\d+) bytes \(eheap_alloc blocks\)$", 2)
+    want_regs = t0["dirty_cpu"] + t0["dirty_io"] + (t0["schedulers"] if t0["flavor"] == "emu" else 0)
+    check(nregs == want_regs and 8256 + 8192 < regs_block < 8256 + 8192 + 1024,
+          "%s: scheduler registers %d x %d bytes; the VM has %d dirty CPU, %d dirty I/O and %d normal "
+          "schedulers (%s)" % (what, nregs, regs_block, t0["dirty_cpu"], t0["dirty_io"], t0["schedulers"],
+                               t0["flavor"]), err)
+    # eheap_alloc's block headers: a word per block
+    nblocks, hdr = fig(r"^  eheap_alloc headers +\S+ = (\d+) blocks x (\d+) bytes$", 2)
+    check(hdr == 8 and (close(nblocks, t0["eheap_blocks"], 0.05, 50) or close(nblocks, t1["eheap_blocks"], 0.05, 50)),
+          "%s: %d eheap_alloc blocks x %d bytes; the VM counts %d .. %d blocks"
+          % (what, nblocks, hdr, t0["eheap_blocks"], t1["eheap_blocks"]), err)
+    fix_free = fig(r"^  free fix_alloc items +\S+ = (\d+) bytes")
+    check(unowned == slots * slot_bytes + nregs * regs_block + nblocks * hdr + fix_free,
+          "%s: the parts no process owns do not add up to %d" % (what, unowned), err)
+    # The issue's criterion, like with like: the rows' sum within 5 % of
+    # erlang:memory(processes) less what no process owns -- the table and
+    # the free fix_alloc items as the VM itself counts them
+    # (process_limit; processes - processes_used), the block headers by
+    # the VM's count, the registers as checked above.
+    rest = []
+    for t in (t0, t1):
+        rest.append(t["processes"] - 12 * t["process_limit"] - (t["processes"] - t["processes_used"])
+                    - 8 * t["eheap_blocks"] - nregs * regs_block - t["serving"])
+    rows_sum = total - serving
+    log("%s: %d processes, their rows %d bytes (%d without xb_ctl and user); erlang:memory(processes) "
+        "%d .. %d, of which no process owns %d (table %d, registers %d x %d, %d block headers, free fix "
+        "items %d; the VM: %d): rows = %.1f%% .. %.1f%% of the rest"
+        % (what, len(rows), total, rows_sum, m0, m1, unowned, slots * slot_bytes, nregs, regs_block, nblocks,
+           fix_free, m0 - t0["processes_used"], 100.0 * rows_sum / rest[0], 100.0 * rows_sum / rest[1]))
+    check(close(rows_sum, rest[0], 0.05) or close(rows_sum, rest[1], 0.05),
+          "%s: the rows add up to %d bytes (less xb_ctl and user); erlang:memory(processes) less what "
+          "no process owns (and xb_ctl and user) is %d .. %d" % (what, rows_sum, rest[0], rest[1]), err)
+    # and the tool says the same
+    m = re.search(r"are ([\d.]+)% of erlang:memory\(processes\) less what no process$", err, re.M)
+    check(m and 95 <= float(m.group(1)) <= 105, "%s: the tool's like-with-like share is %s"
+          % (what, m.group(1) + "%" if m else "not printed"), err)
 
 
 def ident(vm):
@@ -224,44 +317,148 @@ def test_table_and_csv(target):
         log(lines[2])
 
 
+def wait_stable(read, what, quiet=0.5, timeout=20):
+    """Until read() has returned the same for QUIET seconds: an event, not
+    a fixed sleep."""
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout * time_scale()
+    while time.monotonic() < deadline:
+        v = read()
+        if v != last:
+            last, since = v, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
+    check(False, "%s did not settle in %d s" % (what, timeout * time_scale()))
+
+
+def wait_heap_settled(vm, name):
+    """The registered process NAME runs (its reductions grow) and its heap
+    size holds still."""
+    wait_running(vm, name)
+    wait_stable(lambda: vm.eval("element(2, process_info(whereis(%s), heap_size))" % name),
+                "%s's heap size" % name)
+
+
+def growth_rows(vm, *args):
+    r = heapsample(vm, "--format", "json", "-t", "0", *args)
+    rows = json.loads(r.out)
+    return rows, r
+
+
 @per_vm()
-@timeout(180)
+@timeout(240)
 def test_growth_long_lived(target):
     """--interval: the process that keeps adding to a long-lived structure
-    is the top grower, its growth in the old heap; the one churning
-    garbage is not."""
+    is the top grower, its growth long-lived, and in its old heap: between
+    full sweeps (the old heap only fills then, so never shrinks), and,
+    when it collects after each step, nearly all of it in every interval;
+    the one churning garbage is not a grower and adds next to nothing to
+    its old heap.  A full sweep the tool flags is one the VM ran (traced)."""
     with VM(target) as vm:
         vm.eval("xb_mem_grow:start()")
-        time.sleep(2.0)  # the churner's heap settles
-        r = heapsample(vm, "--interval", "4", "--count", "2", "--format", "json", "-t", "10")
-        rows = json.loads(r.out)
+        wait_running(vm, "xb_grow")
+        wait_heap_settled(vm, "xb_churn")
+        vm.eval("xb_mem_grow:count_full_sweeps()")
+        rows, r = growth_rows(vm, "--interval", "4", "--count", "2")
+        sweeps = int(vm.eval("xb_mem_grow:full_sweeps()"))
+        flagged = 0
         for k in (1, 2):
             iv = [row for row in rows if row["interval"] == k]
             check(iv, "interval %d: no rows" % k, r.out[:2000])
-            top = iv[0]
-            names = [row["name"] for row in iv[:5]]
-            log("interval %d: %s" % (k, ", ".join("%s %+d (long-lived %+d, old heap used %+d)" % (
+            log("interval %d: %s" % (k, ", ".join("%s %+d (long-lived %+d, old heap used %+d%s)" % (
                 row["name"], row["memory_bytes_delta"], row["long_lived_bytes_delta"],
-                row["old_heap_used_bytes_delta"]) for row in iv[:4])))
-            check(top["name"] == "xb_grow", "interval %d: top grower is %s, not xb_grow (%s)"
-                  % (k, top["name"], names))
-            # What it adds survives collections (old heap, or the young
-            # heap below high_water after a full sweep); the rest of its
-            # growth is young-heap room for the newest data.
+                row["old_heap_used_bytes_delta"], ", full sweep" if row["full_sweep"] else "")
+                for row in iv[:4])))
+            grow = [row for row in iv if row["name"] == "xb_grow"]
+            check(grow, "interval %d: xb_grow is not among the growers" % k, r.out[:2000])
+            top = grow[0]
+            # by long-lived growth, the top grower: what it adds survives
+            # collections (old heap, or the young heap below high_water
+            # after a full sweep)
+            check(top["long_lived_bytes_delta"] > 0 and
+                  top["long_lived_bytes_delta"] == max(row["long_lived_bytes_delta"] for row in iv),
+                  "interval %d: xb_grow is not the top long-lived grower: %s" % (k, iv[:3]))
+            if top["full_sweep"]:
+                # A full sweep replaced both its heaps with a young one
+                # sized for what survived (and the next minor collection
+                # an old heap for it): its memory can show less than
+                # before, its old heap emptied into the young one.
+                flagged += 1
+                continue
+            # Otherwise: the top grower by memory, most of it long-lived,
+            # and the old heap, which minor collections only add to, did
+            # not shrink.
+            check(iv[0] is top, "interval %d: top grower is %s, not xb_grow (%s)"
+                  % (k, iv[0]["name"], [row["name"] for row in iv[:5]]))
             check(top["long_lived_bytes_delta"] >= 0.3 * top["memory_bytes_delta"] > 0,
                   "interval %d: xb_grow's growth is not long-lived: %s" % (k, top))
-            check(top["long_lived_bytes_delta"] == max(row["long_lived_bytes_delta"] for row in iv),
-                  "interval %d: another process grew more long-lived data" % k)
+            check(top["old_heap_used_bytes_delta"] >= 0,
+                  "interval %d: xb_grow's old heap shrank without a full sweep: %s" % (k, top))
             churn = [row for row in iv if row["name"] == "xb_churn"]
             check(not churn or churn[0]["memory_bytes_delta"] < top["memory_bytes_delta"] / 4,
                   "interval %d: xb_churn grows like a leak: %s" % (k, churn))
-        r = heapsample(vm, "--interval", "5", "-t", "3")
+        # no full sweep flagged that the VM did not run
+        check(flagged <= sweeps, "%d intervals flagged with a full sweep of xb_grow, the VM ran %d"
+              % (flagged, sweeps))
+        log("xb_grow: %d full sweeps traced in the VM, %d of 2 intervals flagged" % (sweeps, flagged))
+        # The table, by long-lived growth (its data a few MB again, so
+        # that a sweep cannot hide the growth: started afresh)
+        vm.eval("xb_mem_grow:start()")
+        wait_running(vm, "xb_grow")
+        r = heapsample(vm, "--interval", "3", "-t", "3", "--sort", "long_lived")
         lines = r.out.splitlines()
         head = [i for i, l in enumerate(lines) if l.startswith("PID ")]
         check(head and len(lines) > head[0] + 2 and "xb_grow" in lines[head[0] + 2],
               "table: xb_grow is not first", r.out)
         check(all(len(l) <= 80 for l in lines), "growth table wider than 80 columns", r.out)
         log("\n".join(lines[:4]))
+
+        # Growth in the old heap, interval by interval: xb_grow collects
+        # (minor) after each 50 ms step, so what a step added is promoted
+        # to the old heap by the next one; a full sweep puts it back in the
+        # young heap for at most the 50 ms to the next step.  By long-lived
+        # growth (--sort long_lived lists every interval's growers).
+        vm.eval("xb_mem_grow:start([minor_gc])")
+        wait_running(vm, "xb_grow")
+        wait_heap_settled(vm, "xb_churn")
+        vm.eval("xb_mem_grow:count_full_sweeps()")
+        rows, r = growth_rows(vm, "--interval", "1", "--count", "10", "--sort", "long_lived")
+        sweeps = int(vm.eval("xb_mem_grow:full_sweeps()"))
+        judged = flagged = 0
+        grow_old = churn_old = 0
+        for k in range(1, 11):
+            iv = {row["name"]: row for row in rows if row["interval"] == k}
+            g, c = iv.get("xb_grow"), iv.get("xb_churn")
+            log("interval %d: %s" % (k, "; ".join("%s %+d long-lived, %+d old heap used%s" % (
+                n, x["long_lived_bytes_delta"], x["old_heap_used_bytes_delta"],
+                ", full sweep" if x["full_sweep"] else "") for n, x in (("xb_grow", g), ("xb_churn", c)) if x)))
+            # (a process read while it collects, in both reads, is left
+            # out of that snapshot: its next interval starts afresh)
+            if not g or g["new_process"]:
+                continue
+            judged += 1
+            check(g["long_lived_bytes_delta"] > 0, "interval %d: xb_grow's growth is not long-lived: %s" % (k, g))
+            if g["full_sweep"]:
+                # the interval ended within 50 ms of a full sweep: the data
+                # is in the young heap, below high_water, until the next step
+                flagged += 1
+                continue
+            check(g["old_heap_used_bytes_delta"] >= 0.9 * g["long_lived_bytes_delta"],
+                  "interval %d: xb_grow's long-lived growth is not in its old heap: %s" % (k, g))
+            grow_old += g["old_heap_used_bytes_delta"]
+            if c and not c["new_process"]:
+                churn_old += max(0, c["old_heap_used_bytes_delta"])
+        check(judged - flagged >= 3, "xb_grow was read in only %d of 10 intervals without a full sweep (%d with)"
+              % (judged - flagged, flagged), r.out[:3000])
+        check(flagged <= sweeps, "%d intervals flagged with a full sweep of xb_grow, the VM ran %d"
+              % (flagged, sweeps))
+        # the churner's garbage: what a collection happens to find live is
+        # promoted and dies there, a little
+        check(churn_old <= 0.05 * grow_old, "xb_churn added %d bytes to its old heap, xb_grow %d"
+              % (churn_old, grow_old))
+        log("xb_grow: %d full sweeps traced, %d of %d intervals flagged; old heap used +%d in the others, "
+            "xb_churn's +%d" % (sweeps, flagged, judged, grow_old, churn_old))
         vm.eval("xb_mem_grow:stop()")
 
 
@@ -473,7 +670,13 @@ def test_alloc_fragmentation(target):
         for phase in ("full", "half freed"):
             if phase == "half freed":
                 check(vm.eval("xb_mem_frag:free_half()", timeout=60) == "ok", "free_half failed")
-                time.sleep(1.0)
+                # binaries freed by another scheduler than the one that
+                # allocated them go back through its delayed-dealloc queue:
+                # wait for binary_alloc's usage to hold still
+                # (to the test's own 0.02 tolerance: each request it makes
+                # allocates binaries too)
+                wait_stable(lambda: round(float(vm.eval("xb_mem:usage(binary_alloc)")) / 0.005),
+                            "binary_alloc's usage")
             for attempt in range(3):
                 u0 = float(vm.eval("xb_mem:usage(binary_alloc)"))
                 rows, r = alloc_rows(vm)
@@ -523,15 +726,25 @@ def test_vm_exits_midread(target):
     """The VM dies during --interval: what was read, a note, exit 0."""
     with VM(target) as vm:
         vm.eval("xb_mem_grow:start()")
-        p = spawn_tool(TOOL, "--interval", "1", "--count", "30", str(vm.pid))
-        time.sleep(3.5)
+        wait_running(vm, "xb_grow")
+        outpath = os.path.join(tmpdir(), "growth.out")
+        with open(outpath, "wb") as outf:
+            p = spawn_tool(TOOL, "--interval", "1", "--count", "30", str(vm.pid), stdout=outf)
+
+        def read_out():
+            with open(outpath, "rb") as f:
+                return f.read().decode()
+        # killed once it has shown an interval (the first snapshot and one
+        # more read), mid-run
+        check(wait_for(lambda: "interval 2" in read_out() or p.poll() is not None, 30 * time_scale()),
+              "%s showed no interval in %d s" % (TOOL, 30 * time_scale()), read_out())
         vm.kill()
         try:
-            out, err = p.communicate(timeout=20)
+            _, err = p.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             p.kill()
             check(False, "%s did not stop within 20 s of the VM's death" % TOOL)
-        out, err = out.decode(), err.decode()
+        out, err = read_out(), err.decode()
         check(p.returncode == 0, "exit %d after the VM died" % p.returncode, out + err)
         check("interval 1" in out, "nothing read before the VM died", out)
         check(re.search(r"VM \d+ exited", err), "no note that the VM exited", err)

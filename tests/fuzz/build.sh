@@ -15,6 +15,13 @@ if [ ! -f "$dir/build.ninja" ]; then
 		-Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
 fi
-ninja -C "$dir" tests/fuzz/fuzz_symfile tests/fuzz/fuzz_records tests/fuzz/fuzz_terms \
-	tests/fuzz/fuzz_text tests/fuzz/fuzz_dwarf | grep -v '^\[' || true
+# No pipe: ninja's own exit status decides (a compile error must fail this
+# script, not leave the previous fuzzers in place).  Progress lines dropped.
+log="$dir/fuzz-build.log"
+if ! ninja -C "$dir" tests/fuzz/fuzz_symfile tests/fuzz/fuzz_records tests/fuzz/fuzz_terms \
+	tests/fuzz/fuzz_text tests/fuzz/fuzz_dwarf tests/fuzz/fuzz_heap >"$log" 2>&1; then
+	grep -v '^\[' "$log" >&2 || true
+	echo "tests/fuzz/build.sh: ninja -C $dir FAILED (full log: $log)" >&2
+	exit 1
+fi
 echo "$dir"

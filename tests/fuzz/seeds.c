@@ -130,6 +130,54 @@ static void bpf_record(void)
 	put("records", "bpf-sample", b, 1 + sizeof(h) + 192);
 }
 
+/* fuzz_heap: 8 header bytes (release | 0x80 for the interpreter, slots,
+ * walk bounds), then the memory at 0x7f0000100000: the slot array (one
+ * process), the process struct at +0x100 (release R's layout: a pid for
+ * slot 0, a heap of HW words at +0x1000; no name, dictionary or
+ * messages), and the heap: {session, 1}, {1, 2, 3}, [1] over and over.
+ * SAMPLED: 256 words and bounds of 64 words read in chunks of 16 (a
+ * sampled walk); else 32 words read whole. */
+static size_t heap_seed(uint8_t *b, size_t cap, int r, int emu, int sampled)
+{
+	const struct xb_release *rel = xb_releases[r];
+	const int64_t *o = (emu ? rel->emu : rel->jit).off;
+	const uint64_t base = 0x7f0000100000ull, proc = base + 0x100, heap = base + 0x1000;
+	const uint64_t hw = sampled ? 256 : 32, used = hw - hw % 9;
+	uint8_t bounds = sampled ? 0x00 : 0xff;
+	size_t len = 0x1000 + hw * 8;
+	if (8 + len > cap || o[XB_F_PROC_SIZE] <= 0 || 0x100 + o[XB_F_PROC_SIZE] > 0x1000)
+		return 0;
+	memset(b, 0, 8 + len);
+	b[0] = (uint8_t)(r | (emu ? 0x80 : 0));
+	b[1] = 0;
+	b[2] = bounds;
+	uint8_t *m = b + 8;
+#define PUT(at, v) do { uint64_t v_ = (v); memcpy(m + (at), &v_, 8); } while (0)
+#define FIELD(f, v) do { if (o[f] >= 0) PUT(0x100 + o[f], v); } while (0)
+	PUT(0, proc);
+	FIELD(XB_F_PROC_ID, 0x3);          /* a pid, table index 0 */
+	FIELD(XB_F_PROC_HEAP, heap);
+	FIELD(XB_F_PROC_HTOP, heap + used * 8);
+	FIELD(XB_F_PROC_STOP, heap + hw * 8);
+	FIELD(XB_F_PROC_HEND, heap + hw * 8);
+	FIELD(XB_F_PROC_HEAP_SZ, hw);
+	FIELD(XB_F_PROC_HIGH_WATER, heap);
+	uint64_t words[9] = {
+		2u << 6,                          /* {session, 1}: arity 2 */
+		(5u << 6) | 0x0b,                 /* atom 5 */
+		(1u << 4) | 0x0f,                 /* 1 */
+		3u << 6,                          /* {1, 2, 3} */
+		(1u << 4) | 0x0f, (2u << 4) | 0x0f, (3u << 4) | 0x0f,
+		(1u << 4) | 0x0f, 0x3b,           /* [1] */
+	};
+	for (uint64_t at = 0; at + 9 <= hw; at += 9)
+		memcpy(m + 0x1000 + at * 8, words, sizeof(words));
+#undef FIELD
+#undef PUT
+	(void)proc;
+	return 8 + len;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -150,6 +198,17 @@ int main(int argc, char **argv)
 	}
 	perf_record();
 	bpf_record();
+	static uint8_t hb[8192];
+	for (int r = 0; xb_releases[r]; r++)
+		for (int emu = 0; emu < 2; emu++)
+			for (int k = 0; k < 2; k++) {
+				size_t n = heap_seed(hb, sizeof(hb), r, emu, k);
+				if (!n)
+					continue;
+				snprintf(name, sizeof(name), "proc-%s-%s%s", xb_releases[r]->erts, emu ? "emu" : "jit",
+					 k ? "-sampled" : "");
+				put("heap", name, hb, n);
+			}
 	static const char *const terms[] = { "lists", "Elixir.Foo.Bar", "'quoted atom'", "h\xc3\xa9llo",
 					     "_N\x01\n\xc2\x85", "copy_struct|copy_struct_x", "_ZN3foo3barEv" };
 	for (size_t i = 0; i < sizeof(terms) / sizeof(terms[0]); i++) {

@@ -14,6 +14,10 @@
 %%                     recursive calls: a deep stack
 %%                     Opts: [{list_mb, N}, {bins, N}, {depth, N}, {msgs, N}].
 %%   xb_mem:stop()         kill them.
+%%   xb_mem:idle(N)        N processes waiting in a receive, each linked to
+%%                         the registered xb_mem_idle that started them (killing
+%%                         it, as stop/0 does, ends them all); returns once all
+%%                         are waiting.
 %%   xb_mem:truth(Names)   one line per registered process:
 %%                         "NAME PID MEMORY HEAP_SIZE TOTAL_HEAP_SIZE STACK_SIZE
 %%                          MESSAGE_QUEUE_LEN BINARY_BYTES REDUCTIONS STATUS"
@@ -25,11 +29,31 @@
 %%                         summed over instances; mbcs include mbcs_pool (as
 %%                         recon_alloc counts "current"); blocks of every type.
 %%   xb_mem:usage(A)       blocks / carriers of A as a float (the same sums).
+%%   xb_mem:processes_truth()  "PROCESSES PROCESSES_USED SERVING PROCESS_LIMIT
+%%                         SCHEDULERS DIRTY_CPU DIRTY_IO FLAVOR EHEAP_BLOCKS
+%%                         EHEAP_BLOCK_BYTES": erlang:memory([processes,
+%%                         processes_used]) in one call, process_info(P, memory)
+%%                         of xb_ctl and user (which serve the test's requests:
+%%                         their heaps move with each), system_info/1, the blocks of type
+%%                         eheap_alloc in every allocator's instances (mbcs,
+%%                         mbcs_pool, sbcs), as erl_alloc.c alcu_size counts them.
 -module(xb_mem).
 -export([start/0, start/1, stop/0, names/0, truth/1, all_truth/0, ident/0, alloc_truth/1, usage/1,
-         list_holder/1, queue_holder/0, bin_holder/1, deep/1, wait_waiting/2]).
+         list_holder/1, queue_holder/0, bin_holder/1, deep/1, wait_waiting/2, processes_truth/0, idle/1]).
 
-names() -> [xb_mem_list, xb_mem_queue, xb_mem_bins, xb_mem_deep].
+names() -> [xb_mem_list, xb_mem_queue, xb_mem_bins, xb_mem_deep, xb_mem_idle].
+
+idle(N) ->
+    xb_ctl:kill_registered(xb_mem_idle),
+    Self = self(),
+    P = spawn(fun() ->
+                      Ps = [spawn_link(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, N)],
+                      true = wait_waiting(Ps, 600),
+                      Self ! {idle, self()},
+                      receive stop -> ok end
+              end),
+    register(xb_mem_idle, P),
+    receive {idle, P} -> ok after 60000 -> error(idle_timeout) end.
 
 start() -> start([]).
 
@@ -165,4 +189,57 @@ bsize(L) ->
             lists:sum([element(2, lists:keyfind(size, 1, Info)) || {_Type, Info} <- Types,
                                                                    is_list(Info)]);
         _ -> 0
+    end.
+
+processes_truth() ->
+    %% the caller (xb_ctl) sheds the garbage of earlier requests, and the
+    %% figures are gathered by a process of their own, whose garbage goes
+    %% with it: the processes' memory as it was left by the request before
+    erlang:garbage_collect(),
+    {Pid, Ref} = spawn_monitor(fun() -> exit({truth, processes_line()}) end),
+    receive
+        {'DOWN', Ref, process, Pid, {truth, Line}} -> Line;
+        {'DOWN', Ref, process, Pid, Other} -> error({processes_truth, Other})
+    end.
+
+processes_line() ->
+    [{processes, P}, {processes_used, U}] = erlang:memory([processes, processes_used]),
+    Serving = lists:sum([M || Name <- [xb_ctl, user], is_pid(whereis(Name)),
+                              {memory, M} <- [process_info(whereis(Name), memory)]]),
+    {N, B} = eheap_blocks(),
+    iolist_to_binary(io_lib:format("~p ~p ~p ~p ~p ~p ~p ~s ~p ~p",
+                                   [P, U, Serving, erlang:system_info(process_limit),
+                                    erlang:system_info(schedulers),
+                                    erlang:system_info(dirty_cpu_schedulers),
+                                    erlang:system_info(dirty_io_schedulers),
+                                    erlang:system_info(emu_flavor), N, B])).
+
+%% Blocks allocated by eheap_alloc wherever they live: every allocator
+%% instance's mbcs, mbcs_pool and sbcs "blocks" entries tagged eheap_alloc
+%% (carriers move between instances through the pool).
+eheap_blocks() ->
+    lists:foldl(
+      fun(A, Acc) ->
+              case erlang:system_info({allocator, A}) of
+                  Insts when is_list(Insts) ->
+                      lists:foldl(fun({instance, _, Props}, Acc1) ->
+                                          lists:foldl(fun(K, {N0, B0}) ->
+                                                              {N1, B1} = tagged(eheap_alloc, proplists:get_value(K, Props, [])),
+                                                              {N0 + N1, B0 + B1}
+                                                      end, Acc1, [mbcs, mbcs_pool, sbcs]);
+                                     (_, Acc1) -> Acc1
+                                  end, Acc, Insts);
+                  _ -> Acc
+              end
+      end, {0, 0}, erlang:system_info(alloc_util_allocators)).
+
+tagged(Type, L) ->
+    case lists:keyfind(blocks, 1, L) of
+        {blocks, Types} when is_list(Types) ->
+            case lists:keyfind(Type, 1, Types) of
+                {Type, Info} when is_list(Info) ->
+                    {element(2, lists:keyfind(count, 1, Info)), element(2, lists:keyfind(size, 1, Info))};
+                _ -> {0, 0}
+            end;
+        _ -> {0, 0}
     end.

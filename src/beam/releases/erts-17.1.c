@@ -208,6 +208,7 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_TWTIMER_SIZE] = XB_NOFIELD, /* ErtsTWTimer size */
 			[XB_F_HLTIMER_SIZE] = XB_NOFIELD, /* ErtsHLTimer_ size */
 			[XB_F_BIFTIMER_SIZE] = XB_NOFIELD, /* ErtsBifTimer_ size */
+			[XB_F_SCHEDREGS_SIZE] = XB_NOFIELD, /* ErtsSchedulerRegisters_ size */
 		},
 		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
@@ -409,10 +410,15 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_TWTIMER_SIZE] = 72, /* ErtsTWTimer size (erl_hl_timer.c) */
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
+			[XB_F_SCHEDREGS_SIZE] = 16528, /* ErtsSchedulerRegisters_ size (erl_process.h) */
 		},
 		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
-	.thread_fmt = { "erts_sched_%d", "erts_dcpus_%d", "erts_dios_%d" }, /* erl_process.c */
+	.thread_fmt = { /* erl_process.c: normal, dirty CPU, dirty I/O schedulers */
+		[0] = "erts_sched_%d",
+		[1] = "erts_dcpus_%d",
+		[2] = "erts_dios_%d",
+	},
 	.sym_ranges = "r", /* beam_ranges.c: static struct ranges r[] */
 	.sym_ranges_refs = "erts_start_staging_ranges,erts_end_staging_ranges,erts_update_ranges,erts_lookup_function_info",
 	.subtag = { /* erl_term.h *_SUBTAG */
