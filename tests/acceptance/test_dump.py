@@ -4,9 +4,11 @@ message queue length; where a stuck gen_server waits."""
 
 import json
 import re
+import threading
 import time
 
-from xbtest import asan, VM, check, log, per_vm, run_tool
+from xbtest import asan, VM, check, log, per_vm, run_tool, time_scale, timeout, wait_for
+from xbsample import wait_running
 
 TOOL = "erlang-sample"
 CHAIN = ["xb_dump:wait_here/1", "xb_dump:chain_c/1", "xb_dump:chain_b/1", "xb_dump:chain_a/1"]
@@ -52,8 +54,9 @@ def test_dump_finds_the_waiting_server(target):
         r, took = dump(vm, "--format", "json")
         doc = json.loads(r.out)
         check(isinstance(doc, list), "--dump --format json is not an array", r.out[:300])
-        check(took < 2.0 + 1.0, "--dump took %.2f s for %d processes (limit 2 s, plus 1 s to start)"
-              % (took, n_vm))
+        # issue 14: all listed within 2 s (the tool's start included)
+        check(took < 2.0 * time_scale(), "--dump took %.2f s for %d processes (limit %.0f s)"
+              % (took, n_vm, 2.0 * time_scale()))
         check(len(doc) >= 0.99 * n_vm, "--dump listed %d of the VM's %d processes" % (len(doc), n_vm))
         for p in doc[:50]:
             for key in ("pid", "name", "status", "current_function", "message_queue_len", "stack"):
@@ -111,7 +114,7 @@ def test_dump_running_process(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         pid = vm.eval("pid_to_list(whereis(xb_deep))").strip().strip('"')
-        time.sleep(0.3)
+        wait_running(vm, "xb_deep")
         want = ["xb_deep:leaf/1", "xb_deep:d/1", "xb_deep:c/1", "xb_deep:b/1", "xb_deep:a/1"]
         # It is running nearly always (a loop on 2 schedulers); caught
         # between time slices it is runnable: up to 5 tries to see it run.
@@ -126,3 +129,118 @@ def test_dump_running_process(target):
                 break
         check(p["status"] == "running", "xb_deep, a busy loop, was never seen running in 5 dumps")
         check(p["stack"][:5] == want, "running xb_deep's stack: %s" % p["stack"])
+
+
+SUMMARY = re.compile(r"^(\d+) processes listed(?:; (\d+) exited while read, (\d+) read again \(changed under "
+                     r"the first read\), (\d+) changing)?$")
+CHANGING = "changing: its state changed while its stack was read, twice"
+
+
+def text_rows(out):
+    """--dump's text: ([(head line, [frames])], summary match)."""
+    rows, lines = [], out.splitlines()
+    for l in lines[:-1]:
+        if l.startswith("  "):
+            check(rows, "a frame line before any process: %r" % l)
+            rows[-1][1].append(re.sub(r"^\s+#\d+\s+", "", l))
+        else:
+            rows.append((l, []))
+    m = SUMMARY.match(lines[-1]) if lines else None
+    check(m, "no summary line: %r" % lines[-1:])
+    return rows, m
+
+
+@per_vm()
+@timeout(180)
+def test_dump_rereads_then_marks_changing_stacks(target):
+    """README: "a process whose stack changed mid-read is re-read once, then
+    marked".  A ring of 20 processes passing 5 tokens round (each switched
+    in and out all the time, on one scheduler: mostly runnable or waiting,
+    read from their saved state) and 50 processes waking every 2 ms: over
+    up to 8 dumps, some processes are read again and then listed with their
+    stack (read again > marked: the re-read is done, and it helps), some
+    ring processes are marked "changing" without a stack (marked = the
+    summary's count), and the 200 idle processes, whose state never
+    changes, are never read again nor marked."""
+    with VM(target, schedulers=1, extra_args=["+P", "65536"]) as vm:
+        vm.eval("xb_dump:start(200)", timeout=60)
+        vm.eval("xb_dump:tickers(50, 2)")
+        vm.eval("xb_dump:ring(20, 5)")
+        reread = marked = 0
+        for attempt in range(8):
+            r, _ = dump(vm)
+            rows, m = text_rows(r.out)
+            check(int(m.group(1)) == len(rows), "summary says %s processes, %d listed" % (m.group(1), len(rows)))
+            rr, ch = (int(m.group(3)), int(m.group(4))) if m.group(2) else (0, 0)
+            mine = [(h, f) for h, f in rows if h.endswith("; " + CHANGING)]
+            check(len(mine) == ch, "%d rows marked changing, the summary says %d" % (len(mine), ch), r.out[-3000:])
+            check(all(not f for _, f in mine), "a row marked changing has a stack: %s" % [x for x in mine if x[1]][:2])
+            check(all(re.match(r"^<[\d.]+> xb_dump_(ring|tick)\d+ ", h) for h, _ in mine),
+                  "a process that is not in the ring nor a ticker marked changing: %s"
+                  % [h for h, _ in mine if not re.match(r"^<[\d.]+> xb_dump_(ring|tick)", h)][:3])
+            idle = [(h, f) for h, f in rows if f[:1] == ["xb_dump:idle/0"]]
+            check(len(idle) == 200, "%d of the 200 idle processes listed with their stack" % len(idle), r.out[-3000:])
+            ring = [h for h, _ in rows if re.match(r"^<[\d.]+> xb_dump_ring\d+ ", h)]
+            check(len(ring) == 20, "%d of the ring's 20 processes listed" % len(ring))
+            reread += rr
+            marked += ch
+            log("dump %d: %s" % (attempt + 1, m.group(0)))
+            if marked >= 1 and reread > marked:
+                break
+        check(marked >= 1, "no process was marked changing in %d dumps of a ring passing tokens" % (attempt + 1))
+        check(reread > marked, "%d processes read again, %d marked: no re-read ever listed a stack"
+              % (reread, marked))
+        # JSON: the same mark, as a note, and no stack
+        r, _ = dump(vm, "--format", "json", *["xb_dump_ring%d" % i for i in range(1, 21)])
+        doc = json.loads(r.out)
+        check(len(doc) == 20 and all(p["note"] == CHANGING and p["stack"] == [] for p in doc if "note" in p
+                                     and p["note"].startswith("changing")),
+              "JSON rows of the ring: %s" % doc[:3])
+        log("%d read again, %d marked changing" % (reread, marked))
+
+
+@per_vm()
+@timeout(180)
+def test_dump_suspended_and_exiting(target):
+    """The statuses suspended and exiting (issue 14: running, runnable,
+    waiting, suspended, exiting).  A process suspended by
+    erlang:suspend_process/1 while waiting in idle/0: suspended, with its
+    stack.  A process exiting: it owns an ETS table of 200,000 rows, whose
+    deletion its exit does a slice at a time, and a busy process of high
+    priority keeps the VM's one scheduler from it for a while: listed as
+    exiting, by the pid the VM gives once it is gone; then no longer
+    listed."""
+    with VM(target, schedulers=1) as vm:
+        vm.eval("xb_dump:start(10)", timeout=60)
+        sus = vm.eval("xb_dump:suspended()").strip().strip('"')
+        truth = vm.eval("element(2, process_info(whereis(xb_dump_suspended), status))").strip()
+        check(truth == "suspended", "process_info says %s" % truth)
+        r, _ = dump(vm, "--format", "json", "xb_dump_suspended")
+        doc = json.loads(r.out)
+        check(len(doc) == 1 and doc[0]["pid"] == sus and doc[0]["status"] == "suspended" and
+              doc[0]["stack"][:1] == ["xb_dump:idle/0"] and doc[0]["current_function"] == "xb_dump:idle/0",
+              "the suspended process: %r" % doc)
+        # exiting: the VM answers nothing while its scheduler spins
+        spin_ms = int(3000 * time_scale())
+        answer = {}
+        th = threading.Thread(target=lambda: answer.update(
+            pid=vm.eval("xb_dump:exiting(%d)" % spin_ms, timeout=60 + spin_ms / 1000)))
+        th.start()
+        found = []
+
+        def exiting_listed():
+            r, _ = dump(vm, "--format", "json")
+            rows = [p for p in json.loads(r.out) if p["status"] == "exiting"]
+            found[:] = rows
+            return bool(rows)
+        try:
+            seen = wait_for(exiting_listed, spin_ms / 1000.0, 0.05)
+        finally:
+            th.join()
+        ex = answer.get("pid", "").strip().strip('"')
+        check(seen, "no process listed as exiting within %.1f s (the exiting one: %s)" % (spin_ms / 1000.0, ex))
+        check(len(found) == 1 and found[0]["pid"] == ex, "exiting: %r, the VM's exiting process is %s"
+              % (found, ex))
+        log("exiting: %r; suspended: %s" % (found[0], sus))
+        r = run_tool(TOOL, "--dump", str(vm.pid), ex, timeout=30)
+        check(r.rc == 1 and "no process" in r.err, "the exited process %s is still listed: %s" % (ex, r.out[:300]))
