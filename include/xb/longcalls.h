@@ -17,7 +17,8 @@
  * proven to be in it; upper, from the thread's sample before the run to
  * the first sample proven outside it after (or to the live read that saw
  * another identity).  Unknown (UINT64_MAX) when sampling started or
- * stopped during the call. */
+ * stopped during the call.  Each call says whether its edges were proven
+ * by the samples at their own time (start_exact, end_exact). */
 #ifndef XB_LONGCALLS_H
 #define XB_LONGCALLS_H
 
@@ -48,6 +49,13 @@ struct xb_long_call {
 	uint64_t min_ns, max_ns;  /* bounds of its length; max_ns UINT64_MAX: unknown */
 	unsigned samples;         /* samples in it (off_cpu: observations) */
 	bool off_cpu;             /* seen blocked off the CPU, not sampled on it */
+	/* Edges bounded by what the samples themselves proved: START_EXACT,
+	 * its first sample's identity came with the sample (so the lower
+	 * bound starts there); END_EXACT, it was closed by a sample proven
+	 * outside it at its own time.  Otherwise an identity read live, at
+	 * the next drain, proved that edge: the bounds hold the call all the
+	 * same, wider by up to that read's delay. */
+	bool start_exact, end_exact;
 	uint64_t blocked_ns;      /* off_cpu: time between looks that both saw it blocked */
 	uint64_t c_p;             /* its identity: process and call (struct xb_call_id) */
 	struct xb_call_id id;

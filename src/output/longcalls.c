@@ -17,6 +17,12 @@ struct xb_lc_run {
 	struct xb_call_id id;
 	bool have_before;     /* the sample before the run: start bound */
 	uint64_t t_before;
+	bool first_exact;     /* the run's first sample carried its identity */
+	bool unread;          /* a sample whose identity could not be read came
+			       * since the last one that bounds (t_prev), or
+			       * during the run: it bounds nothing, so that edge
+			       * is not the samples' own */
+	bool unread_in_run;
 	uint64_t min_read;    /* earliest read of the identity in the run */
 	bool any_proven;
 	uint64_t t_first_proven, t_last_proven;
@@ -71,8 +77,10 @@ static void copy_text(char *dst, size_t len, const char *src)
 }
 
 /* Close R; END is where the call is proven over (END_KNOWN false: not
- * known, sampling stopped). */
-static int close_run(struct xb_longcalls *lc, int thread, struct xb_lc_run *r, uint64_t end, bool end_known)
+ * known, sampling stopped; END_EXACT: by a sample at its own time, not a
+ * later live read). */
+static int close_run(struct xb_longcalls *lc, int thread, struct xb_lc_run *r, uint64_t end, bool end_known,
+		     bool end_exact)
 {
 	r->open = false;
 	uint64_t lo = r->any_proven ? r->t_last_proven - r->t_first_proven : 0;
@@ -101,6 +109,8 @@ static int close_run(struct xb_longcalls *lc, int thread, struct xb_lc_run *r, u
 	c->max_ns = hi;
 	c->samples = r->samples;
 	c->off_cpu = false;
+	c->start_exact = r->first_exact;
+	c->end_exact = end_known && end_exact && !r->unread_in_run;
 	c->c_p = r->c_p;
 	c->id = r->id;
 	return 0;
@@ -136,7 +146,10 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 		 * not be R's.  It ends R only if it is in another function or
 		 * process; it bounds nothing else. */
 		if (r->open && (r->c_p != s->c_p || r->fn != s->fn))
-			return close_run(lc, thread, r, s->t, true);
+			return close_run(lc, thread, r, s->t, true, true);
+		r->unread = true;
+		if (r->open)
+			r->unread_in_run = true;
 		return 0;
 	}
 	if (s->in_call && r->open && same_call(r, s)) {
@@ -160,7 +173,8 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 		if (!r->name[0])
 			copy_text(r->name, sizeof(r->name), s->name);
 	} else {
-		if (r->open && close_run(lc, thread, r, outside_at_t(r, s) ? s->t : read_time(s), true) < 0)
+		bool at_t = r->open && outside_at_t(r, s);
+		if (r->open && close_run(lc, thread, r, at_t ? s->t : read_time(s), true, at_t) < 0)
 			return -1;
 		if (s->in_call) {
 			r->open = true;
@@ -172,6 +186,8 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 			r->t_before = r->t_prev;
 			r->min_read = read_time(s);
 			r->any_proven = exact(s);
+			r->first_exact = exact(s) && !r->unread;
+			r->unread_in_run = false;
 			r->t_first_proven = r->t_last_proven = s->t;
 			r->t_first = r->t_last = s->t;
 			r->samples = 1;
@@ -181,6 +197,7 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 	}
 	r->have_prev = true;
 	r->t_prev = s->t;
+	r->unread = false;
 	return 0;
 }
 
@@ -245,6 +262,8 @@ static void merge_off_cpu(struct xb_longcalls *lc)
 			if (c->max_ns < d->max_ns)
 				d->max_ns = c->max_ns;
 			d->samples += c->samples;
+			/* (edges now from the looks between drains too) */
+			d->start_exact = d->end_exact = false;
 			if ((size_t)c->thread < lc->nthreads && lc->stats[c->thread].calls)
 				lc->stats[c->thread].calls--; /* counted twice */
 			c->samples = UINT32_MAX; /* merged: dropped below */
@@ -265,7 +284,7 @@ void xb_lc_finish(struct xb_longcalls *lc)
 {
 	for (size_t i = 0; i < lc->nthreads; i++)
 		if (lc->runs[i].open)
-			close_run(lc, (int)i, &lc->runs[i], 0, false);
+			close_run(lc, (int)i, &lc->runs[i], 0, false, false);
 	merge_off_cpu(lc);
 	if (lc->ncalls)
 		qsort(lc->calls, lc->ncalls, sizeof(*lc->calls), cmp_calls);

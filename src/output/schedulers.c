@@ -476,9 +476,10 @@ static void write_json_calls(struct sched_sink *ss, struct xb_session *s, FILE *
 		json_ms(f, c->min_ns);
 		fputs(",\"max_ms\":", f);
 		json_ms(f, c->max_ns);
-		fprintf(f, ",\"first_ns\":%llu,\"last_ns\":%llu,\"samples\":%u,\"off_cpu\":%s}",
+		fprintf(f, ",\"first_ns\":%llu,\"last_ns\":%llu,\"samples\":%u,\"off_cpu\":%s,\"start_exact\":%s,"
+			   "\"end_exact\":%s}",
 			(unsigned long long)c->first_ns, (unsigned long long)c->last_ns, c->samples,
-			c->off_cpu ? "true" : "false");
+			c->off_cpu ? "true" : "false", c->start_exact ? "true" : "false", c->end_exact ? "true" : "false");
 	}
 	fputs("]", f);
 }

@@ -146,6 +146,10 @@ static void t_lc_new_slice_same_fcalls(void)
 			continue;
 		CHECK(c->min_ns >= 48 * MS && c->max_ns <= 52 * MS, "bounds [%llu, %llu] ns of a 50 ms call",
 		      (unsigned long long)c->min_ns, (unsigned long long)c->max_ns);
+		/* identities from the samples themselves: both edges proven
+		 * at their own time */
+		CHECK(c->start_exact && c->end_exact, "call %zu: start_exact %d end_exact %d with exact identities", i,
+		      c->start_exact, c->end_exact);
 	}
 	xb_lc_free(&lc);
 }
@@ -171,9 +175,15 @@ static void t_lc_live_reads_never_merge(void)
 	sim_sample(&s, &lc, 10 * MS + 300000, 10 * MS + 20 * 50 * MS, MS, false, 2 * MS, 200000);
 	xb_lc_finish(&lc);
 	CHECK(check_calls(&s, &lc) >= 18, "%zu of 20 calls of 50 ms reported (live reads)", lc.ncalls);
-	for (size_t i = 0; i < lc.ncalls && !case_failed; i++)
+	size_t inexact = 0;
+	for (size_t i = 0; i < lc.ncalls && !case_failed; i++) {
 		CHECK(lc.calls[i].min_ns >= 45 * MS, "lower bound %llu ns of a 50 ms call read live",
 		      (unsigned long long)lc.calls[i].min_ns);
+		inexact += !lc.calls[i].start_exact || !lc.calls[i].end_exact;
+	}
+	/* identities read live: edges proven only by a later read */
+	CHECK(inexact == lc.ncalls, "%zu of %zu calls read live claim both edges exact", lc.ncalls - inexact,
+	      lc.ncalls);
 	xb_lc_free(&lc);
 }
 

@@ -6,8 +6,10 @@
  * Built by the test (gcc -shared -fPIC) against the target VM's own
  * erl_nif.h.  The spinning functions are global and never inlined, so
  * their names are on the sampled stacks. */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <erl_nif.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* Calls asked to last this long are recorded, and every call that took
@@ -17,8 +19,29 @@
 #define LATE_NS 1000000ull
 #define NREC 4096
 
+/* Where the thread was off the CPU at a spinning call's edges, as a
+ * sampler of on-CPU time sees them.  The per-thread cpu-clock event ticks
+ * every 1.003 ms (997 Hz) of the thread's time on a CPU, and keeps what is
+ * left of its period while the thread is switched out
+ * (perf_swevent_cancel_hrtimer saves period_left, kernel/events/core.c):
+ * so WINDOW_NS of on-CPU time, however split by switches, holds one tick.
+ * The first sample in a call comes no later than the moment the call has
+ * been on a CPU for WINDOW_NS, HEAD after its start; the last no earlier
+ * than WINDOW_NS of on-CPU time before its end, TAIL (WINDOW_NS each
+ * where the thread never left the CPU; 0 for the sleeping calls; a
+ * reader that preempts the thread right after each sample, as the perf
+ * path's reads at the sample do, adds its few microseconds to them).  The thread left the CPU wherever two clock
+ * reads of the spin, a few microseconds apart, are more than GAP_NS apart
+ * and its count of context switches (getrusage RUSAGE_THREAD: ru_nvcsw +
+ * ru_nivcsw) grew meanwhile (a gap without one is an interrupt: the
+ * thread stays current, and a tick then samples it); more than
+ * MAX_STALLS such stalls: both unknown (~0ull). */
+#define WINDOW_NS 1100000ull
+#define GAP_NS 10000ull
+#define MAX_STALLS 1024
+
 static struct rec {
-	unsigned long long start, end, cpu, us;
+	unsigned long long start, end, cpu, us, head, tail;
 } recs[NREC];
 static unsigned long long nrec;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,17 +53,82 @@ static unsigned long long now_ns(clockid_t c)
 	return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
-/* A call that started at T0 ends now (the last thing it does): recorded
- * when asked for RECORD_US or more, or stretched past LATE_NS. */
-static void record(unsigned long long t0, unsigned long long cpu, long us)
+/* A call that started at T0 ended at T1 (the last clock read before it
+ * returns): recorded when asked for RECORD_US or more, or stretched past
+ * LATE_NS. */
+static void record(unsigned long long t0, unsigned long long t1, unsigned long long cpu, long us,
+		   unsigned long long head, unsigned long long tail)
 {
 	pthread_mutex_lock(&lock);
-	unsigned long long t1 = now_ns(CLOCK_MONOTONIC);
 	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
-		recs[nrec % NREC] = (struct rec){ t0, t1, cpu, (unsigned long long)us };
+		recs[nrec % NREC] = (struct rec){ t0, t1, cpu, (unsigned long long)us, head, tail };
 		nrec++;
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+struct stalls {
+	unsigned long long at[MAX_STALLS], len[MAX_STALLS];
+	int n;
+	int overflow;
+	long switches; /* the thread's context switches when last looked */
+};
+
+static long switches(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw + ru.ru_nivcsw : -1;
+}
+
+/* Between FROM and TO (a gap in the clock reads): did the thread leave
+ * the CPU?  Then a stall. */
+static void gap(struct stalls *s, unsigned long long from, unsigned long long to)
+{
+	long now = switches();
+	if (now == s->switches && now >= 0)
+		return;
+	s->switches = now;
+	if (s->n < MAX_STALLS) {
+		s->at[s->n] = from;
+		s->len[s->n] = to - from;
+		s->n++;
+	} else {
+		s->overflow = 1;
+	}
+}
+
+/* HEAD and TAIL (above) of a spin over [t0, t1] with stalls S: the
+ * stretches on the CPU lie between the stalls. */
+static void edges(const struct stalls *s, unsigned long long t0, unsigned long long t1, unsigned long long *head,
+		  unsigned long long *tail)
+{
+	if (s->overflow) {
+		*head = *tail = ~0ull;
+		return;
+	}
+	*head = *tail = t1 - t0;
+	unsigned long long need = WINDOW_NS;
+	for (int i = 0; i <= s->n; i++) {
+		unsigned long long from = i ? s->at[i - 1] + s->len[i - 1] : t0, to = i < s->n ? s->at[i] : t1;
+		if (to < from)
+			continue;
+		if (to - from >= need) {
+			*head = from + need - t0;
+			break;
+		}
+		need -= to - from;
+	}
+	need = WINDOW_NS;
+	for (int i = s->n; i >= 0; i--) {
+		unsigned long long from = i ? s->at[i - 1] + s->len[i - 1] : t0, to = i < s->n ? s->at[i] : t1;
+		if (to < from)
+			continue;
+		if (to - from >= need) {
+			*tail = t1 - (to - need);
+			break;
+		}
+		need -= to - from;
+	}
 }
 
 /* Arithmetic the compiler cannot drop. */
@@ -51,12 +139,22 @@ __attribute__((noinline)) unsigned long xb_sched_work(unsigned long x)
 	return x;
 }
 
-__attribute__((noinline)) unsigned long xb_sched_spin(unsigned long long end)
+/* Spins until END; the stalls seen into *S, the last clock read into *T1. */
+__attribute__((noinline)) unsigned long xb_sched_spin(unsigned long long t0, unsigned long long end, struct stalls *s,
+						      unsigned long long *t1)
 {
 	unsigned long x = 1;
-	do
+	unsigned long long prev = t0, now;
+	do {
 		x = xb_sched_work(x);
-	while (now_ns(CLOCK_MONOTONIC) < end);
+		now = now_ns(CLOCK_MONOTONIC);
+		if (now - prev > GAP_NS) {
+			gap(s, prev, now);
+			now = now_ns(CLOCK_MONOTONIC); /* (after the system call) */
+		}
+		prev = now;
+	} while (now < end);
+	*t1 = now;
 	return x;
 }
 
@@ -68,12 +166,19 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_spin_nif(ErlNifEnv *env, int arg
 	/* The call's real length: t0 first thing, t1 last thing (the CPU-time
 	 * clock is a system call, where a loaded machine likes to preempt the
 	 * thread: it must lie inside [t0, t1]). */
-	unsigned long long t0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	unsigned long x = xb_sched_spin(t0 + (unsigned long long)us * 1000ull);
-	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	ERL_NIF_TERM r = enif_make_ulong(env, x);
-	record(t0, cpu1 - cpu0, us);
-	return r;
+	static __thread struct stalls st;
+	st.n = st.overflow = 0;
+	st.switches = switches();
+	unsigned long long t0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), last, head, tail;
+	unsigned long x = xb_sched_spin(t0, t0 + (unsigned long long)us * 1000ull, &st, &last);
+	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID), t1 = now_ns(CLOCK_MONOTONIC);
+	/* (the system calls at either end, where a loaded machine likes to
+	 * preempt the thread: stalls like the spin's) */
+	if (t1 - last > GAP_NS)
+		gap(&st, last, t1);
+	edges(&st, t0, t1, &head, &tail);
+	record(t0, t1, cpu1 - cpu0, us, head, tail);
+	return enif_make_ulong(env, x);
 }
 
 /* Holds its scheduler without using it: nanosleep(Us), off the CPU (a
@@ -88,7 +193,7 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_sleep_nif(ErlNifEnv *env, int ar
 	while (nanosleep(&ts, &ts) != 0)
 		;
 	unsigned long long cpu1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	record(t0, cpu1 - cpu0, us);
+	record(t0, now_ns(CLOCK_MONOTONIC), cpu1 - cpu0, us, 0, 0);
 	return enif_make_atom(env, "ok");
 }
 
@@ -101,8 +206,9 @@ static ERL_NIF_TERM raw_calls_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
 	unsigned long long first = nrec > NREC ? nrec - NREC : 0;
 	for (unsigned long long i = nrec; i-- > first;) {
 		struct rec *r = &recs[i % NREC];
-		ERL_NIF_TERM t = enif_make_tuple4(env, enif_make_uint64(env, r->start), enif_make_uint64(env, r->end),
-						  enif_make_uint64(env, r->cpu), enif_make_uint64(env, r->us));
+		ERL_NIF_TERM t = enif_make_tuple6(env, enif_make_uint64(env, r->start), enif_make_uint64(env, r->end),
+						  enif_make_uint64(env, r->cpu), enif_make_uint64(env, r->us),
+						  enif_make_uint64(env, r->head), enif_make_uint64(env, r->tail));
 		list = enif_make_list_cell(env, t, list);
 	}
 	pthread_mutex_unlock(&lock);

@@ -11,9 +11,15 @@
 %%                CPU (nanosleep in the NIF xb_sched_sleep_nif: blocking
 %%                I/O's shape); recorded as spin's calls are
 %%   calls()      the recorded calls, oldest first, as text lines
-%%                "call START_NS END_NS CPU_NS US" (CLOCK_MONOTONIC, the
-%%                clock of the sample times; CPU time of the calling thread
-%%                during the call; the length asked for); the last 4096
+%%                "call START_NS END_NS CPU_NS US HEAD_NS TAIL_NS"
+%%                (CLOCK_MONOTONIC, the clock of the sample times; CPU time
+%%                of the calling thread during the call; the length asked
+%%                for; for spin, HEAD: from its start to the end of its
+%%                first stretch of 1.1 ms on a CPU, TAIL: from the start of
+%%                its last such stretch to its end, 1100000 each where the
+%%                thread never left the CPU, 18446744073709551615 where it
+%%                left too often to say (xb_sched_nif.c); 0 for sleep); the
+%%                last 4096
 -module(xb_sched_nif).
 -export([load/1, spin/1, sleep/1, calls/0]).
 
@@ -24,6 +30,6 @@ spin(_Us) -> erlang:nif_error(nif_not_loaded).
 sleep(_Us) -> erlang:nif_error(nif_not_loaded).
 
 calls() ->
-    [io_lib:format("call ~b ~b ~b ~b~n", [S, E, C, Us]) || {S, E, C, Us} <- raw_calls()].
+    [io_lib:format("call ~b ~b ~b ~b ~b ~b~n", [S, E, C, Us, H, T]) || {S, E, C, Us, H, T} <- raw_calls()].
 
 raw_calls() -> erlang:nif_error(nif_not_loaded).
