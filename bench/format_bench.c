@@ -14,7 +14,16 @@
  * erts_garbage_collect.  Prints per format the median and minimum wall
  * time (open to close, the file's size) and the median's ratio to the
  * folded writer's, the baseline every flame graph tool starts from.
- * Exit 1 if a writer fails. */
+ *
+ * Then the flame graph's size bound (issue 10: "the SVG of a profile with
+ * 50,000 distinct stacks stays under 10 MB"): the SVG of synth_big() with
+ * 50,000 distinct stacks weighted as sampling would and all alike, and of
+ * the worst cases, synth_wide(N, 60, 55): 600 chains (the most frames
+ * above the 0.1 % minimum: the largest SVG) and 900 (50,400 stacks whose
+ * 54,000 chain frames all hold more than 0.1 %: the minimum is raised),
+ * each as a share of the bound (XB_FLAME_BOUND_BYTES, 10 MB).
+ *
+ * Exit 1 if a writer fails, or an SVG reaches the bound. */
 #define _GNU_SOURCE
 #include "synth_profile.h"
 #include "xb/common.h"
@@ -58,6 +67,71 @@ static const struct {
 };
 #define NFMT (sizeof(formats) / sizeof(formats[0]))
 #define BLAME NFMT /* the --blame filter's slot */
+
+/* issue 10: the SVG of any profile stays under 10 MB */
+#define XB_FLAME_BOUND_BYTES 10000000.0
+
+/* Write P's flame graph to a file in DIR: its size, or -1 (a message on
+ * stderr) when the writer fails. */
+static long long svg_size(const struct xb_profile *p, const struct xb_out_meta *m, const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/format_bench.%d.bound.svg", dir, (int)getpid());
+	FILE *f = fopen(path, "w");
+	int rc = f ? xb_write_flamegraph(f, p, m) : xb_fail("cannot open %s", path);
+	if (f && fclose(f) != 0 && rc == 0)
+		rc = xb_fail("closing %s", path);
+	struct stat st;
+	long long size = rc == 0 && stat(path, &st) == 0 ? (long long)st.st_size : -1;
+	unlink(path);
+	if (size < 0)
+		fprintf(stderr, "format_bench: flamegraph: %s\n", rc < 0 ? xb_err() : "no file written");
+	return size;
+}
+
+/* The flame graph's size against the bound, for the profiles that test
+ * it; 0, or 1 when a writer failed or an SVG reached the bound. */
+static int size_bound(const struct xb_out_meta *meta, uint64_t nsamples, uint64_t seed, const char *dir)
+{
+	static const struct {
+		const char *what;
+		size_t stacks; /* synth_big; 0: synth_wide(chains, 60, 55) */
+		double skew;
+		unsigned chains;
+	} cases[] = {
+		{ "50,000 stacks, weighted as sampled", 50000, 1.0, 0 },
+		{ "50,000 stacks, all alike", 50000, 0.0, 0 },
+		{ "33,600 stacks, 600 chains > 0.1 % each", 0, 0.0, 600 },
+		{ "50,400 stacks, 900 chains: minimum 0.2 %", 0, 0.0, 900 },
+	};
+	int failed = 0;
+	printf("flame graph size bound: %.0f MB\n", XB_FLAME_BOUND_BYTES / 1e6);
+	printf("%-42s %12s %10s\n", "profile", "bytes", "/ bound");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct xb_profile q;
+		int built = cases[i].stacks ? synth_big(&q, cases[i].stacks, nsamples, cases[i].skew, seed)
+					    : synth_wide(&q, cases[i].chains, 60, 55);
+		if (built < 0) {
+			fprintf(stderr, "format_bench: out of memory building the profile\n");
+			return 1;
+		}
+		struct xb_out_meta m = *meta;
+		m.processed = m.received = q.total;
+		long long size = svg_size(&q, &m, dir);
+		xb_profile_free(&q);
+		if (size < 0) {
+			failed = 1;
+			continue;
+		}
+		printf("%-42s %12lld %10.2f\n", cases[i].what, size, (double)size / XB_FLAME_BOUND_BYTES);
+		if ((double)size >= XB_FLAME_BOUND_BYTES) {
+			fprintf(stderr, "format_bench: the SVG of %s is %lld bytes, over the 10 MB bound\n",
+				cases[i].what, size);
+			failed = 1;
+		}
+	}
+	return failed;
+}
 
 static double now_ms(void)
 {
@@ -198,7 +272,9 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k <= NFMT; k++)
 		free(ms[k]);
 	xb_profile_free(&p);
+	printf("\n");
+	failed |= size_bound(&meta, nsamples, seed, dir);
 	if (failed)
-		fprintf(stderr, "format_bench: a writer failed\n");
+		fprintf(stderr, "format_bench: a writer failed, or an SVG reached the bound\n");
 	return failed;
 }

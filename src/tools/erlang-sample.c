@@ -57,7 +57,8 @@ struct opts {
 	bool lines, erlang_names, live;
 	double live_interval, live_window;
 	double pstack_wait;
-	const char *blame, *format, *capture;
+	const char *blame, *format, *capture, *perf_read;
+	bool capture_given;
 	/* --by, --schedulers, --long-calls (issue 13) */
 	const char *by;
 	bool schedulers, long_calls, long_calls_ms_given;
@@ -77,6 +78,7 @@ static int parse_reg(const char *arg, void *dst)
 }
 
 static const char *const captures[] = { "auto", "bpf", "perf", NULL };
+static const char *const perf_reads[] = { "sample", "later", NULL };
 
 static struct opts o = {
 	.top = 40,
@@ -85,6 +87,7 @@ static struct opts o = {
 	.live_window = 10.0,
 	.format = NULL,
 	.capture = "auto",
+	.perf_read = "sample",
 	.long_calls_ms = 2.0,
 	.force_reg = { -1, -1, -1 },
 	.s = { .freq = 997, .user_stack = 16384, .max_depth = 128, .max_skid_ms = 10 },
@@ -149,10 +152,19 @@ static const struct xb_opt options[] = {
 	{ "capture", 0, XB_OPT_CHOICE, &o.capture, "auto|bpf|perf",
 	  "how a sample's memory is captured: bpf copies the\n"
 	  "process and its Erlang stack at the moment of the\n"
-	  "sample (no skid); perf copies the user stack and the\n"
-	  "rest is read a moment later; auto (default): bpf when\n"
-	  "the kernel allows it (root, or CAP_BPF and CAP_PERFMON;\n"
-	  "Linux >= 5.8), else perf", .choices = captures },
+	  "sample, in the kernel; perf copies the registers and\n"
+	  "the user stack, and the rest is read (--perf-read);\n"
+	  "auto (default): bpf when the kernel allows it (root,\n"
+	  "or CAP_BPF and CAP_PERFMON; Linux >= 5.8), else perf", .choices = captures,
+	  .given = &o.capture_given },
+	{ "perf-read", 0, XB_OPT_CHOICE, &o.perf_read, "sample|later",
+	  "on the perf path, when the process and its Erlang\n"
+	  "stack are read: sample (default where SCHED_FIFO is\n"
+	  "allowed): by a reader on the sampled thread's CPU,\n"
+	  "which the thread waits for (microseconds) before it\n"
+	  "runs on, so the read is exact; later: by the drain\n"
+	  "loop a moment later, never waited for (a process that\n"
+	  "moved on meanwhile keeps only what the sample proves)", .choices = perf_reads },
 	{ "no-realtime", 0, XB_OPT_FLAG, &o.no_realtime, NULL,
 	  "do not run the drain loop at SCHED_FIFO priority (by\n"
 	  "default it does when allowed, so that a saturated\n"
@@ -314,6 +326,155 @@ static int fail(struct xb_session *s, int code)
 	return code;
 }
 
+/* ---- which options go together ----------------------------------------
+ *
+ * What the command line asks for, as bits, and the rules about them: the
+ * first rule that applies refuses the command line with its line.  A rule
+ * applies when every option of WHEN is given, none of UNLESS, and (when
+ * DROP lists any) one of DROP's entries, tried in order: "{opt}" in the
+ * line is that entry's option, "{format}" the value of --format. */
+enum {
+	A_PSTACK = 1u << 0,
+	A_CHECK = 1u << 1,
+	A_DUMP = 1u << 2,
+	A_BLAME = 1u << 3,
+	A_LIVE = 1u << 4,
+	A_SCHEDULERS = 1u << 5,
+	A_LONG_CALLS = 1u << 6,
+	A_BY = 1u << 7,
+	A_ONLY_ERLANG = 1u << 8,
+	A_LONG_CALLS_MS = 1u << 9,
+	A_OUTPUT = 1u << 10,    /* -o */
+	A_OUTPUTS = 1u << 11,   /* more than one -o */
+	A_FMT_TABLE = 1u << 12, /* --format table */
+	A_FMT_JSON = 1u << 13,  /* --format json */
+	A_FMT_STACK = 1u << 14, /* --format folded, flamegraph, speedscope or pprof */
+	A_NO_TTY = 1u << 15,    /* standard output is not a terminal */
+	A_FORMAT = A_FMT_TABLE | A_FMT_JSON | A_FMT_STACK,
+	A_SCHED = A_SCHEDULERS | A_LONG_CALLS,
+};
+
+/* The option of each bit, as a line names it (bit order). */
+static const char *const asked_names[] = { "--pstack", "--check", "--dump", "--blame", "--live",
+					   "--schedulers", "--long-calls", "--by", "--only-erlang",
+					   "--long-calls-ms", "--output", "-o", "--format", "--format",
+					   "--format", "" };
+
+struct rule {
+	unsigned when, unless;
+	unsigned drop[8]; /* 0-terminated */
+	const char *why;
+};
+
+#define BY_WITH "--by groups the samples of a profile; "
+static const struct rule rules[] = {
+	{ A_PSTACK | A_BLAME, 0, { 0 }, "--pstack and --blame are separate modes; pick one" },
+	{ A_DUMP, 0, { A_PSTACK, A_BLAME, A_CHECK, A_LIVE, A_SCHEDULERS, A_LONG_CALLS, A_BY },
+	  "--dump is a mode of its own; drop {opt}" },
+	{ A_DUMP | A_FMT_STACK, 0, { 0 }, "--dump writes text (table) or json, not {format}" },
+	{ A_CHECK, 0, { A_PSTACK | A_BLAME }, "--check is a mode of its own; drop --pstack/--blame" },
+	{ A_PSTACK, 0, { A_FMT_JSON | A_FMT_STACK }, "--pstack prints text; drop --format {format}" },
+	{ A_CHECK, 0, { A_FMT_JSON | A_FMT_STACK }, "--check prints text; drop --format {format}" },
+	{ A_LIVE, 0, { A_PSTACK, A_CHECK, A_FORMAT, A_OUTPUT }, "--live draws on the terminal; drop {opt}" },
+	{ A_LIVE | A_NO_TTY, 0, { 0 },
+	  "--live draws on a terminal, and standard output is not one; use the table or --format folded -o "
+	  "FILE instead" },
+	{ A_SCHEDULERS | A_LONG_CALLS, 0, { 0 },
+	  "--schedulers reports the long calls too; pick one of --schedulers and --long-calls" },
+	{ A_BY | A_PSTACK, 0, { 0 },
+	  BY_WITH "--pstack already shows one stack per scheduler, with the process it runs: drop --by" },
+	{ A_BY | A_CHECK, 0, { 0 }, BY_WITH "--check samples nothing: drop --by" },
+	{ A_BY | A_SCHEDULERS, 0, { 0 }, BY_WITH "--schedulers already reports per scheduler, process and CPU: drop --by" },
+	{ A_BY | A_LONG_CALLS, 0, { 0 }, BY_WITH "--long-calls already reports per scheduler, process and CPU: drop --by" },
+	{ A_SCHEDULERS, 0, { A_PSTACK, A_CHECK, A_BLAME, A_ONLY_ERLANG, A_LIVE },
+	  "--schedulers is a report of its own; drop {opt}" },
+	{ A_LONG_CALLS, 0, { A_PSTACK, A_CHECK, A_BLAME, A_ONLY_ERLANG, A_LIVE },
+	  "--long-calls is a report of its own; drop {opt}" },
+	{ A_LONG_CALLS_MS, A_SCHED, { 0 }, "--long-calls-ms goes with --schedulers or --long-calls" },
+	{ A_FMT_JSON, A_SCHED | A_DUMP, { 0 },
+	  "--format json is for --dump and the reports of --schedulers and --long-calls; a profile as JSON "
+	  "is --format speedscope" },
+	{ A_SCHEDULERS | A_FMT_STACK, 0, { 0 }, "--schedulers writes a table or JSON; drop --format {format}" },
+	{ A_LONG_CALLS | A_FMT_STACK, 0, { 0 }, "--long-calls writes a table or JSON; drop --format {format}" },
+	{ A_PSTACK | A_OUTPUTS, 0, { 0 }, "--pstack writes one result; pass one -o" },
+	{ A_CHECK | A_OUTPUTS, 0, { 0 }, "--check writes one result; pass one -o" },
+	{ A_DUMP | A_OUTPUTS, 0, { 0 }, "--dump writes one result; pass one -o" },
+};
+
+static unsigned options_asked(void)
+{
+	const struct {
+		bool given;
+		unsigned bit;
+	} v[] = {
+		{ o.pstack, A_PSTACK },
+		{ o.check, A_CHECK },
+		{ o.dump, A_DUMP },
+		{ o.blame, A_BLAME },
+		{ o.live, A_LIVE },
+		{ o.schedulers, A_SCHEDULERS },
+		{ o.long_calls, A_LONG_CALLS },
+		{ o.by, A_BY },
+		{ o.only_erlang, A_ONLY_ERLANG },
+		{ o.long_calls_ms_given, A_LONG_CALLS_MS },
+		{ o.outputs.n > 0, A_OUTPUT },
+		{ o.outputs.n > 1, A_OUTPUTS },
+		{ o.format && !strcmp(o.format, "table"), A_FMT_TABLE },
+		{ o.format && !strcmp(o.format, "json"), A_FMT_JSON },
+		{ o.format && strcmp(o.format, "table") && strcmp(o.format, "json"), A_FMT_STACK },
+		{ !isatty(STDOUT_FILENO), A_NO_TTY },
+	};
+	unsigned asked = 0;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(v); i++)
+		asked |= v[i].given ? v[i].bit : 0;
+	return asked;
+}
+
+/* Print a rule's line, "{opt}" and "{format}" filled in. */
+static void refuse(const char *why, unsigned found)
+{
+	const char *opt = "";
+	for (size_t b = 0; b < XB_ARRAY_SIZE(asked_names); b++)
+		if (found & (1u << b)) {
+			opt = asked_names[b];
+			break;
+		}
+	fputs(PROG ": ", stderr);
+	for (const char *p = why; *p; p++) {
+		if (strncmp(p, "{opt}", 5) == 0) {
+			fputs(opt, stderr);
+			p += 4;
+		} else if (strncmp(p, "{format}", 8) == 0) {
+			fputs(o.format ? o.format : "", stderr);
+			p += 7;
+		} else {
+			fputc(*p, stderr);
+		}
+	}
+	fputc('\n', stderr);
+}
+
+/* Options that do not go together: 0, or 2 after one line on stderr. */
+static int refused_combination(void)
+{
+	unsigned asked = options_asked();
+	for (size_t i = 0; i < XB_ARRAY_SIZE(rules); i++) {
+		const struct rule *r = &rules[i];
+		if ((asked & r->when) != r->when || (asked & r->unless))
+			continue;
+		unsigned found = r->drop[0] ? 0 : r->when;
+		for (size_t k = 0; !found && k < XB_ARRAY_SIZE(r->drop) && r->drop[k]; k++)
+			found = asked & r->drop[k];
+		if (found) {
+			refuse(r->why, found);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* ---- outputs ------------------------------------------------------------ */
+
 /* One result: where it goes and in which format. */
 struct output {
 	const char *path; /* NULL: standard output */
@@ -328,44 +489,32 @@ static bool sched_mode(void)
 	return o.schedulers || o.long_calls;
 }
 
-/* Options that do not go together; 0, or 2 after one line on stderr. */
-static int check_modes(enum xb_by by)
+static bool ends_with(const char *s, const char *suffix)
 {
-	const char *mode = o.pstack ? "--pstack" : o.check ? "--check" : o.schedulers ? "--schedulers"
-			   : o.long_calls ? "--long-calls" : NULL;
-	if (o.schedulers && o.long_calls) {
-		fprintf(stderr, PROG ": --schedulers reports the long calls too; pick one of --schedulers and "
-				    "--long-calls\n");
-		return 2;
+	size_t n = strlen(s), m = strlen(suffix);
+	return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The format -o PATH's extension asks for in this mode: a format, -1 when
+ * it asks for none (--format, else the table), or -2 after one line on
+ * stderr (an extension the mode cannot write). */
+static int format_of_path(const char *path)
+{
+	int ext = xb_format_by_extension(path);
+	if (ext < 0 || o.pstack || o.check)
+		return -1;
+	if (o.dump) /* a .json file is JSON, others text */
+		return ends_with(path, ".json") ? (int)XB_FMT_JSON : -1;
+	if (sched_mode()) { /* a table (.txt) or JSON (.json) */
+		if (ends_with(path, ".txt"))
+			return -1;
+		if (ends_with(path, ".json") && !ends_with(path, ".speedscope.json"))
+			return XB_FMT_JSON;
+		fprintf(stderr, PROG ": -o %s: --%s writes a table or JSON (.json), not %s\n", path,
+			o.schedulers ? "schedulers" : "long-calls", xb_format_names[ext]);
+		return -2;
 	}
-	if (by != XB_BY_NONE && mode) {
-		fprintf(stderr, PROG ": --by groups the samples of a profile; %s %s: drop --by\n", mode,
-			o.pstack ? "already shows one stack per scheduler, with the process it runs"
-			: o.check ? "samples nothing"
-				  : "already reports per scheduler, process and CPU");
-		return 2;
-	}
-	if (sched_mode() && (o.pstack || o.check || o.blame || o.only_erlang || o.live)) {
-		fprintf(stderr, PROG ": %s is a report of its own; drop %s\n", o.schedulers ? "--schedulers" : "--long-calls",
-			o.pstack ? "--pstack" : o.check ? "--check" : o.blame ? "--blame" : o.only_erlang ? "--only-erlang"
-			: "--live");
-		return 2;
-	}
-	if (o.long_calls_ms_given && !sched_mode()) {
-		fprintf(stderr, PROG ": --long-calls-ms goes with --schedulers or --long-calls\n");
-		return 2;
-	}
-	if (o.format && strcmp(o.format, "json") == 0 && !sched_mode() && !o.dump) {
-		fprintf(stderr, PROG ": --format json is for --dump and the reports of --schedulers and "
-				    "--long-calls; a profile as JSON is --format speedscope\n");
-		return 2;
-	}
-	if (sched_mode() && o.format && strcmp(o.format, "json") != 0 && strcmp(o.format, "table") != 0) {
-		fprintf(stderr, PROG ": %s writes a table or JSON; drop --format %s\n",
-			o.schedulers ? "--schedulers" : "--long-calls", o.format);
-		return 2;
-	}
-	return 0;
+	return ext;
 }
 
 /* The outputs the options ask for: every -o FILE (its format from its
@@ -379,52 +528,26 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		outs[(*nouts)++] = (struct output){ .fmt = fmt, .f = stdout };
 		return 0;
 	}
-	if ((o.pstack || o.check || o.dump) && o.outputs.n > 1) {
-		fprintf(stderr, PROG ": --%s writes one result; pass one -o\n",
-			o.pstack ? "pstack" : o.check ? "check" : "dump");
-		return 2;
-	}
 	if (o.outputs.n > MAX_OUTPUTS) {
 		fprintf(stderr, PROG ": at most %d -o outputs\n", MAX_OUTPUTS);
 		return 2;
 	}
 	for (size_t i = 0; i < o.outputs.n; i++) {
 		const char *path = o.outputs.v[i];
-		int by_ext = xb_format_by_extension(path);
-		enum xb_format f = fmt;
-		if (o.dump && by_ext >= 0) /* a .json file is JSON, others text */
-			by_ext = strlen(path) > 5 && strcmp(path + strlen(path) - 5, ".json") == 0 ? (int)XB_FMT_JSON
-										       : -1;
-		if (sched_mode() && by_ext >= 0) {
-			/* The scheduler report is a table (.txt) or JSON (.json). */
-			size_t len = strlen(path);
-			bool json = by_ext == XB_FMT_SPEEDSCOPE && len > 5 && strcmp(path + len - 5, ".json") == 0 &&
-				    !(len > 16 && strcmp(path + len - 16, ".speedscope.json") == 0);
-			bool txt = len > 4 && strcmp(path + len - 4, ".txt") == 0;
-			if (txt) {
-				by_ext = -1; /* --format, else the table */
-			} else if (!json) {
-				fprintf(stderr, PROG ": -o %s: --%s writes a table or JSON (.json), not %s\n", path,
-					o.schedulers ? "schedulers" : "long-calls", xb_format_names[by_ext]);
-				return 2;
-			} else {
-				by_ext = XB_FMT_JSON;
-			}
-		}
-		if (by_ext >= 0 && !o.pstack && !o.check) {
-			if (o.format && by_ext != (int)fmt) {
-				fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or "
-						    "make them agree\n", o.format, path, xb_format_names[by_ext]);
-				return 2;
-			}
-			f = (enum xb_format)by_ext;
+		int by_ext = format_of_path(path);
+		if (by_ext == -2)
+			return 2;
+		if (by_ext >= 0 && o.format && by_ext != (int)fmt) {
+			fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or make them "
+					     "agree\n", o.format, path, xb_format_names[by_ext]);
+			return 2;
 		}
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(o.outputs.v[j], path) == 0) {
 				fprintf(stderr, PROG ": -o %s given twice\n", path);
 				return 2;
 			}
-		outs[(*nouts)++] = (struct output){ .path = path, .fmt = f };
+		outs[(*nouts)++] = (struct output){ .path = path, .fmt = by_ext >= 0 ? (enum xb_format)by_ext : fmt };
 	}
 	return 0;
 }
@@ -468,73 +591,28 @@ static int commit_outputs(struct output *outs, size_t n)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* ---- the run ------------------------------------------------------------ */
+
+/* The command line's operands: the VM's PID (and, with --dump, the
+ * processes to show).  0, or 2 after one line on stderr. */
+static int parse_operands(int argc, char **argv, int first, int *pid)
 {
-	int first = xb_cli_parse(&cli, argc, argv);
-	if (first < 0)
-		return 2;
-	if (o.help) {
-		xb_cli_help(&cli, stdout);
-		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
-	}
-	if (o.version || (first == argc && xb_verbose)) {
-		printf(PROG " %s\n", XB_VERSION);
-		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
-	}
 	if (first >= argc || (first != argc - 1 && !o.dump)) {
 		fprintf(stderr, PROG ": %s; usage: " PROG " [options] PID (--dump: PID [PROCESS...]; see --help)\n",
 			first >= argc ? "missing PID" : "too many arguments");
 		return 2;
 	}
-	int pid;
-	if (xb_parse_pid(argv[first], &pid) < 0) {
+	if (xb_parse_pid(argv[first], pid) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
 		return 2;
 	}
-	if (o.pstack && o.blame) {
-		fprintf(stderr, PROG ": --pstack and --blame are separate modes; pick one\n");
-		return 2;
-	}
-	if (o.dump && (o.pstack || o.blame || o.check || o.live || sched_mode() || o.by)) {
-		fprintf(stderr, PROG ": --dump is a mode of its own; drop --%s\n",
-			o.pstack ? "pstack" : o.blame ? "blame" : o.check ? "check" : o.live ? "live"
-			: o.schedulers ? "schedulers" : o.long_calls ? "long-calls" : "by");
-		return 2;
-	}
-	if (o.dump && o.format && strcmp(o.format, "table") != 0 && strcmp(o.format, "json") != 0) {
-		fprintf(stderr, PROG ": --dump writes text (table) or json, not %s\n", o.format);
-		return 2;
-	}
-	if (o.check && (o.pstack || o.blame)) {
-		fprintf(stderr, PROG ": --check is a mode of its own; drop --pstack/--blame\n");
-		return 2;
-	}
-	if ((o.pstack || o.check) && o.format && strcmp(o.format, "table") != 0) {
-		fprintf(stderr, PROG ": --%s prints text; drop --format %s\n", o.pstack ? "pstack" : "check",
-			o.format);
-		return 2;
-	}
-	if (o.live && (o.pstack || o.check || o.format || o.outputs.n)) {
-		fprintf(stderr, PROG ": --live draws on the terminal; drop %s\n",
-			o.pstack ? "--pstack" : o.check ? "--check" : o.format ? "--format" : "--output");
-		return 2;
-	}
-	if (o.live && !isatty(STDOUT_FILENO)) {
-		fprintf(stderr, PROG ": --live draws on a terminal, and standard output is not one; "
-				"use the table or --format folded -o FILE instead\n");
-		return 2;
-	}
-	enum xb_by by = xb_by_parse(o.by);
-	if (check_modes(by))
-		return 2;
-	struct output outs[MAX_OUTPUTS];
-	size_t nouts;
-	int prc = plan_outputs(outs, &nouts);
-	if (prc)
-		return prc;
-	o.s.force_reg[0] = o.force_reg[0];
-	o.s.force_reg[1] = o.force_reg[1];
-	o.s.force_reg[2] = o.force_reg[2];
+	return 0;
+}
+
+/* The session's options from the command line (and EXTROSPECT_CAPTURE). */
+static void session_options(enum xb_by by)
+{
+	memcpy(o.s.force_reg, o.force_reg, sizeof(o.force_reg));
 	o.s.want_identity = o.pstack || o.dump || by == XB_BY_PROCESS || sched_mode(); /* pid and name of every process */
 	o.s.by = by;
 	/* Long calls: what is read live of a call's identity counts from the
@@ -543,16 +621,210 @@ int main(int argc, char **argv)
 	if (sched_mode() && !o.s.drain_given)
 		o.s.drain_ms = 1;
 	o.s.keep_old_maps = o.pstack || o.dump; /* its captured frames live until it prints */
+	/* The test suite's knob: the default capture path of a whole pass
+	 * (tests/run.py --capture); ignored with file capabilities. */
+	const char *env_capture = secure_getenv("EXTROSPECT_CAPTURE");
+	if (!o.capture_given && env_capture && (!strcmp(env_capture, "perf") || !strcmp(env_capture, "bpf")))
+		o.capture = env_capture;
 	o.s.capture = strcmp(o.capture, "bpf") == 0 ? XB_CAPTURE_BPF
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
+	o.s.perf_read_later = strcmp(o.perf_read, "later") == 0;
+}
 
-	/* ^C and SIGTERM are honoured from here on: while attaching and
-	 * starting they end the tool at once with one line (no file exists
-	 * yet); while sampling they end the run, and the results are written. */
+/* ^C and SIGTERM are honoured from here on: while attaching and starting
+ * they end the tool at once with one line (no file exists yet); while
+ * sampling they end the run, and the results are written. */
+static void catch_signals(void)
+{
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* --check: one line per check, exit 1 on any FAIL. */
+static int run_check(struct xb_session *s, struct output *outs, size_t nouts)
+{
+	if (open_outputs(outs, nouts) < 0)
+		return fail(s, 1);
+	int rc = xb_check(&s->vm, outs[0].f) ? 1 : 0;
+	xb_overruns_report(stderr, PROG);
+	if (commit_outputs(outs, nouts) < 0)
+		rc = fail(s, 1);
+	else
+		xb_session_close(s);
+	return rc;
+}
+
+/* --blame FN where no function of the VM matches: one line (close
+ * matches, the release), exit 2. */
+static int blame_refused(struct xb_session *s)
+{
+	char close[512];
+	if (!o.blame || blame_target_exists(s, o.blame, close, sizeof(close)))
+		return 0;
+	fprintf(stderr, PROG ": no function of this VM (OTP %s, erts %s, %s, debug info: %s) matches '%s'%s%s%s\n",
+		s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor), xb_debug_name(s->vm.debug),
+		o.blame, close[0] ? "; close: " : "", close,
+		s->vm.debug == XB_DEBUG_DYNSYM ? "; a stripped beam names only its exported functions: install "
+						 "its debug symbols to blame internal ones"
+					       : "");
+	return 2;
+}
+
+/* The sink that writes one output in this mode; NULL when memory runs out. */
+static struct xb_sink *output_sink(struct xb_session *s, const struct output *out, enum xb_by by,
+				   const char *title, char **only, size_t nonly)
+{
+	if (o.live) {
+		struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window, .blame = o.blame,
+					   .only_erlang = o.only_erlang, .by = by != XB_BY_NONE ? o.by : NULL,
+					   .title = title };
+		return xb_live_sink_new(&lo, &s->prof);
+	}
+	if (o.pstack) {
+		struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
+		return xb_pstack_sink_new(&po);
+	}
+	if (o.dump) {
+		struct xb_dump_opts dop = { .json = out->fmt == XB_FMT_JSON, .only = (const char *const *)only,
+					    .nonly = nonly };
+		return xb_dump_sink_new(&dop);
+	}
+	if (sched_mode()) {
+		struct xb_sched_opts so = { .json = out->fmt == XB_FMT_JSON, .long_calls_only = o.long_calls,
+					    .long_calls_ms = o.long_calls_ms, .top = o.top };
+		return xb_schedulers_sink_new(&so);
+	}
+	struct xb_profile_sink_opts po = { .format = out->fmt, .title = title, .blame = o.blame, .top = o.top,
+					   .only_erlang = o.only_erlang, .grouped = by != XB_BY_NONE };
+	return xb_profile_sink_new(&po);
+}
+
+/* One sink per output, in the order of the outputs (sinks[i] writes
+ * outs[i]); then the progress line, where someone watches a run that
+ * writes to files.  0, or -1 (out of memory). */
+static int add_sinks(struct xb_session *s, int pid, const struct output *outs, size_t nouts, enum xb_by by,
+		     char **only, size_t nonly)
+{
+	static char title[256]; /* the sinks keep it until they write */
+	if (o.live)
+		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
+			 s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor));
+	else
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
+			 xb_flavor_name(s->vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
+			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
+	for (size_t i = 0; i < nouts; i++) {
+		struct xb_sink *k = output_sink(s, &outs[i], by, title, only, nonly);
+		if (!k)
+			return xb_fail("out of memory");
+		xb_session_add_sink(s, k);
+	}
+	if (o.outputs.n && !o.pstack && !o.check && isatty(STDERR_FILENO)) {
+		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
+		if (pg)
+			xb_session_add_sink(s, pg);
+	}
+	return 0;
+}
+
+static void print_start_line(const struct xb_session *s, int pid)
+{
+	fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
+			 "%zu threads; %zu code entries; capture %s (%s); drain loop %s\n",
+		XB_VERSION, pid, s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor),
+		xb_debug_name(s->vm.debug), s->smp.event_name, o.s.period ? "a fixed period" : "a frequency",
+		s->smp.nthreads, s->cm.n, s->capture_name, s->capture_why ? s->capture_why : "in use",
+		s->priority_name);
+}
+
+/* Every sink writes its result (sinks[i] into outs[i]), then the skid
+ * summary and the run's statistics.  0, or -1 on a write error. */
+static int write_results(struct xb_session *s, int pid, struct output *outs, size_t nouts)
+{
+	for (size_t i = 0; i < s->nsinks; i++)
+		if (s->sinks[i]->ops->write && s->sinks[i]->ops->write(s->sinks[i], s, i < nouts ? outs[i].f : stderr) < 0)
+			return -1;
+	if (o.skid_summary) {
+		/* after the table, or on stderr when the result is not text */
+		FILE *sf = stderr;
+		for (size_t i = 0; i < nouts; i++)
+			if (outs[i].fmt == XB_FMT_TABLE) {
+				sf = outs[i].f;
+				break;
+			}
+		xb_session_report_skid(s, sf);
+	}
+	xb_session_report_stats(s, stderr);
+	xb_overruns_report(stderr, PROG);
+	if (s->vm_exited)
+		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
+			pid, s->elapsed_s);
+	return 0;
+}
+
+/* Every mode but --check: start sampling, run until done, write. */
+static int run_sampling(struct xb_session *s, int pid, enum xb_by by, struct output *outs, size_t nouts,
+			char **only, size_t nonly)
+{
+	if (xb_session_start(s, &o.s) < 0)
+		return fail(s, 1);
+	s->fr.lines = o.lines;
+	for (size_t i = 0; i < nouts; i++)
+		s->fr.files |= outs[i].fmt == XB_FMT_PPROF || outs[i].fmt == XB_FMT_SPEEDSCOPE;
+	s->fr.erlang_names = o.erlang_names;
+	if (blame_refused(s)) {
+		xb_session_close(s);
+		return 2;
+	}
+	if (open_outputs(outs, nouts) < 0)
+		return fail(s, 1);
+	if (add_sinks(s, pid, outs, nouts, by, only, nonly) < 0)
+		goto failed;
+	if (xb_verbose)
+		print_start_line(s, pid);
+	if (xb_session_run(s, o.pstack || o.dump ? o.pstack_wait : o.duration, &stop_requested) < 0)
+		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
+	/* Signals from here on end the program the usual way. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (write_results(s, pid, outs, nouts) < 0)
+		goto failed;
+	if (commit_outputs(outs, nouts) < 0)
+		return fail(s, 1);
+	xb_session_close(s);
+	return 0;
+failed:
+	abort_outputs(outs, nouts);
+	return fail(s, 1);
+}
+
+int main(int argc, char **argv)
+{
+	int first = xb_cli_parse(&cli, argc, argv);
+	if (first < 0)
+		return 2;
+	if (o.help)
+		xb_cli_help(&cli, stdout);
+	else if (o.version || (first == argc && xb_verbose))
+		printf(PROG " %s\n", XB_VERSION);
+	if (o.help || o.version || (first == argc && xb_verbose))
+		return xb_flush_check(stdout, "standard output") < 0 ? 1 : 0;
+
+	int pid;
+	struct output outs[MAX_OUTPUTS];
+	size_t nouts;
+	int rc = parse_operands(argc, argv, first, &pid);
+	if (!rc)
+		rc = refused_combination();
+	if (!rc)
+		rc = plan_outputs(outs, &nouts);
+	if (rc)
+		return rc;
+	enum xb_by by = xb_by_parse(o.by);
+	session_options(by);
+	catch_signals();
 	raise_nofile_limit();
 
 	struct xb_session s;
@@ -564,130 +836,7 @@ int main(int argc, char **argv)
 		xb_session_close(&s);
 		return 1;
 	}
-
-	int rc = 0;
-	if (o.check) {
-		if (open_outputs(outs, nouts) < 0)
-			return fail(&s, 1);
-		rc = xb_check(&s.vm, outs[0].f) ? 1 : 0;
-		xb_overruns_report(stderr, PROG);
-		goto write;
-	}
-	if (xb_session_start(&s, &o.s) < 0)
-		goto failed;
-	s.fr.lines = o.lines;
-	for (size_t i = 0; i < nouts; i++)
-		s.fr.files |= outs[i].fmt == XB_FMT_PPROF || outs[i].fmt == XB_FMT_SPEEDSCOPE;
-	s.fr.erlang_names = o.erlang_names;
-	if (o.blame) {
-		char close[512];
-		if (!blame_target_exists(&s, o.blame, close, sizeof(close))) {
-			fprintf(stderr, PROG ": no function of this VM (OTP %s, erts %s, %s, debug info: %s) "
-					"matches '%s'%s%s%s\n",
-				s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor),
-				xb_debug_name(s.vm.debug), o.blame, close[0] ? "; close: " : "", close,
-				s.vm.debug == XB_DEBUG_DYNSYM
-					? "; a stripped beam names only its exported functions: install "
-					  "its debug symbols to blame internal ones"
-					: "");
-			abort_outputs(outs, nouts);
-			xb_session_close(&s);
-			return 2;
-		}
-	}
-	if (open_outputs(outs, nouts) < 0)
-		return fail(&s, 1);
-	static char title[256]; /* the sinks keep it until they write */
-	if (o.live)
-		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
-			 s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor));
-	else
-		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s.vm.otp[0] ? s.vm.otp : "?",
-			 xb_flavor_name(s.vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
-			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
-	/* One sink per output, in the order of the outputs (sinks[i] writes
-	 * outs[i]); then the sinks that only show how the run goes. */
-	for (size_t i = 0; i < nouts; i++) {
-		struct xb_sink *k;
-		if (o.live) {
-			struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window,
-						   .blame = o.blame, .only_erlang = o.only_erlang,
-						   .by = by != XB_BY_NONE ? o.by : NULL, .title = title };
-			k = xb_live_sink_new(&lo, &s.prof);
-		} else if (o.pstack) {
-			struct xb_pstack_opts po = { .idle_stacks = o.idle_stacks };
-			k = xb_pstack_sink_new(&po);
-		} else if (o.dump) {
-			struct xb_dump_opts dop = { .json = outs[i].fmt == XB_FMT_JSON,
-						    .only = (const char *const *)argv + first + 1,
-						    .nonly = (size_t)(argc - first - 1) };
-			k = xb_dump_sink_new(&dop);
-		} else if (sched_mode()) {
-			struct xb_sched_opts so = { .json = outs[i].fmt == XB_FMT_JSON, .long_calls_only = o.long_calls,
-						    .long_calls_ms = o.long_calls_ms, .top = o.top };
-			k = xb_schedulers_sink_new(&so);
-		} else {
-			struct xb_profile_sink_opts po = { .format = outs[i].fmt, .title = title, .blame = o.blame,
-							   .top = o.top, .only_erlang = o.only_erlang,
-							   .grouped = by != XB_BY_NONE };
-			k = xb_profile_sink_new(&po);
-		}
-		if (!k) {
-			xb_fail("out of memory");
-			goto failed;
-		}
-		xb_session_add_sink(&s, k);
-	}
-	/* A run writing to files shows how it goes, where someone watches. */
-	if (o.outputs.n && !o.pstack && !o.check && isatty(STDERR_FILENO)) {
-		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
-		if (pg)
-			xb_session_add_sink(&s, pg);
-	}
-	if (xb_verbose)
-		fprintf(stderr, PROG " %s: PID %d: OTP %s (erts %s), %s, debug info %s; event %s at %s; "
-				 "%zu threads; %zu code entries; capture %s (%s); drain loop %s\n",
-			XB_VERSION, pid, s.vm.otp[0] ? s.vm.otp : "?", s.vm.erts, xb_flavor_name(s.vm.flavor),
-			xb_debug_name(s.vm.debug), s.smp.event_name, o.s.period ? "a fixed period" : "a frequency",
-			s.smp.nthreads, s.cm.n, s.capture_name, s.capture_why ? s.capture_why : "in use",
-			s.priority_name);
-
-	if (xb_session_run(&s, o.pstack || o.dump ? o.pstack_wait : o.duration, &stop_requested) < 0)
-		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
-	/* Signals from here on end the program the usual way. */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-
-	for (size_t i = 0; i < s.nsinks; i++)
-		if (s.sinks[i]->ops->write &&
-		    s.sinks[i]->ops->write(s.sinks[i], &s, i < nouts ? outs[i].f : stderr) < 0)
-			goto failed;
-	if (o.skid_summary) {
-		/* after the table, or on stderr when the result is not text */
-		FILE *sf = stderr;
-		for (size_t i = 0; i < nouts; i++)
-			if (outs[i].fmt == XB_FMT_TABLE) {
-				sf = outs[i].f;
-				break;
-			}
-		xb_session_report_skid(&s, sf);
-	}
-	xb_session_report_stats(&s, stderr);
-	xb_overruns_report(stderr, PROG);
-	if (s.vm_exited)
-		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
-			pid, s.elapsed_s);
-write:
-	if (commit_outputs(outs, nouts) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
-		xb_session_close(&s);
-		return 1;
-	}
-	xb_session_close(&s);
-	return rc;
-failed:
-	fprintf(stderr, PROG ": %s\n", xb_err());
-	abort_outputs(outs, nouts);
-	xb_session_close(&s);
-	return 1;
+	if (o.check)
+		return run_check(&s, outs, nouts);
+	return run_sampling(&s, pid, by, outs, nouts, argv + first + 1, (size_t)(argc - first - 1));
 }

@@ -2,15 +2,21 @@
 stderr, no crash (signal, abort), no assertion or sanitizer report.
 
 Section "erlang-write-perf-map" (issue 2, c).  Other tools' cases can reuse
-expect_clean_failure().
+expect_clean_failure().  Section "privileges": the message names the
+capability that is missing (issue 15).
 """
 
 import os
+import shutil
 import subprocess
+import sys
 
-from xbtest import asan, VM, check, log, per_vm, run_tool, tmpdir
+from xbtest import (asan, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip, skip_because,
+                    tmpdir)
 
+SAMPLE = "erlang-sample"
 PERFMAP = "erlang-write-perf-map"
+HEAP = "erlang-heapsample"
 BAD_TEXT = ("Assertion", "Sanitizer", "runtime error", "Segmentation", "core dumped",
             "AddressSanitizer", "LeakSanitizer")
 
@@ -111,3 +117,86 @@ def test_perfmap_unwritable_output(target):
                 check(not os.path.lexists(path.rstrip("/")),
                       "-o %s created %s" % (path, path.rstrip("/")))
         check(vm.alive(), "the VM died")
+
+
+# --------------------------------------------------------------------------
+# privileges: the message names the capability that is missing
+
+def fixture_as(user_argv, exe, *args):
+    """A fake VM (tests/fixtures/fakebeam.c) started through USER_ARGV
+    (setpriv ...: an exec as that user, so the process stays dumpable and
+    its own user may read it); killed by the caller."""
+    p = subprocess.Popen(user_argv + [exe] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    line = p.stdout.readline().decode().strip()
+    if line != "ready":
+        p.kill()
+        check(False, "the fake VM did not start: %r %s" % (line, p.stderr.read().decode(errors="replace")))
+    return p
+
+
+def test_privilege_messages_name_the_missing_capability():
+    """Without capabilities, as user nobody: --check of root's process
+    (and the other tools' modes) fails with the one line naming
+    CAP_SYS_PTRACE, the one capability missing for it; --include-kernel
+    on nobody's own process, at kernel.perf_event_paranoid 2 (or more;
+    the test does not change it), names CAP_PERFMON and not
+    CAP_SYS_PTRACE, while the same run without --include-kernel samples
+    that process (so it is the kernel frames that are refused)."""
+    if not shutil.which("setpriv"):
+        skip_because("needs-package", None, "setpriv (util-linux)")
+    if os.geteuid() != 0:
+        skip_because("needs-root", None, "runs the tools as user nobody")
+    with open("/proc/sys/kernel/perf_event_paranoid") as f:
+        paranoid = int(f.read())
+    if paranoid < 2:
+        skip("kernel.perf_event_paranoid is %d here: kernel frames are allowed without CAP_PERFMON, "
+             "nothing to refuse (the test does not change the sysctl)" % paranoid)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_hostile import build_fixture
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all",
+              "--bounding-set=-all"]
+    tools = {t: nobody_copy(t) for t in (SAMPLE, PERFMAP, HEAP)}
+    results = []
+    root_vm = fixture_as([], exe, "jit", "ok")
+    try:
+        for tool, args in ((SAMPLE, ["--check"]), (SAMPLE, ["-d", "1"]), (HEAP, []),
+                           (PERFMAP, ["-o", os.path.join(tmpdir(), "x.map")])):
+            what = "as nobody without capabilities, %s %s on root's process" % (tool, " ".join(args))
+            r = run_cmd(nobody + [tools[tool]] + args + [str(root_vm.pid)], timeout=30)
+            if args == ["--check"]:
+                # --check reports on stdout, one line per check: the
+                # attach check fails and nothing else runs
+                check(r.rc == 1, "%s: exit %s" % (what, r.rc), r.describe())
+                fails = [l for l in r.out.splitlines() if l.startswith("FAIL")]
+                check(len(fails) == 1 and fails[0].split()[1] == "attach", "%s: expected one FAIL line, "
+                      "the attach check" % what, r.describe())
+                line = fails[0]
+                check(not r.lines_err, "%s: stderr %r" % (what, r.lines_err))
+            else:
+                line = expect_clean_failure(r, what)
+            check("CAP_SYS_PTRACE" in line, "%s: the message does not name CAP_SYS_PTRACE: %r" % (what, line))
+            check("CAP_PERFMON" not in line, "%s: the message asks for CAP_PERFMON too, which is not what is "
+                  "missing: %r" % (what, line))
+            results.append(line)
+    finally:
+        root_vm.kill()
+        root_vm.wait()
+    own = fixture_as(nobody, exe, "jit", "ok")
+    try:
+        what = "as nobody without capabilities, --include-kernel on nobody's own process (paranoid %d)" % paranoid
+        r = run_cmd(nobody + [tools[SAMPLE], "-d", "1", "--include-kernel", str(own.pid)], timeout=30)
+        line = expect_clean_failure(r, what)
+        check("CAP_PERFMON" in line, "%s: the message does not name CAP_PERFMON: %r" % (what, line))
+        check("CAP_SYS_PTRACE" not in line, "%s: the message names CAP_SYS_PTRACE, which is not missing for "
+              "the user's own process: %r" % (what, line))
+        results.append(line)
+        r = run_cmd(nobody + [tools[SAMPLE], "-d", "1", str(own.pid)], timeout=30)
+        check(r.rc == 0 and "fake:spin/0" in r.out, "as nobody, the same run without --include-kernel does not "
+              "sample nobody's own process", r.describe() + r.out)
+    finally:
+        own.kill()
+        own.wait()
+    for l in results:
+        log(l[:250])

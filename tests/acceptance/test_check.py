@@ -93,3 +93,15 @@ def test_unknown_release_refused():
         check(r2.rc > 0 and "unsupported release" in r2.err, "erlang-write-perf-map did not refuse",
               r2.describe())
         log(msg)
+        # erlang-heapsample reads the same tables: the same refusal, one
+        # line, in each of its modes
+        for args in ([], ["--alloc"], ["--contents", "<0.0.0>"], ["--interval", "1", "--count", "2"]):
+            what = "erlang-heapsample %s" % (" ".join(args) or "(processes)")
+            r3 = run_tool("erlang-heapsample", *(args + [str(vm.pid)]), timeout=30)
+            lines3 = [l for l in r3.err.splitlines() if l.strip()]
+            check(r3.rc == 1 and len(lines3) == 1 and not r3.out.strip(),
+                  "%s: expected exit 1, one line and nothing on stdout" % what, r3.describe() + r3.out)
+            check(new_vsn in lines3[0] and all(t in lines3[0] for t in TABLES),
+                  "%s: the line does not name the release found (%s) and the supported ones" % (what, new_vsn),
+                  lines3[0])
+        log(lines3[0])

@@ -8,8 +8,8 @@ own OTP 29 build to the tool looking at its stripped copy: the blame works,
 -v says what was fetched, a second run takes it from the cache, and a file
 whose build-id differs (served by a fake server) is refused.
 
-Needs the matrix VMs otp29-jit and otp29-jit-stripped (tests/build-vms.sh
-matrix) and Debian's debuginfod (tests/run-all.sh installs it).
+Needs the VMs otp29-jit and otp29-jit-stripped (tests/build-vms.sh default
+builds them) and Debian's debuginfod (tests/run-all.sh installs it).
 """
 
 import http.server
@@ -23,7 +23,7 @@ import time
 import urllib.request
 
 import xbtest
-from xbtest import VM, check, load_target, log, run_cmd, run_tool, skip, timeout, tmpdir
+from xbtest import VM, check, load_target, log, run_cmd, run_tool, timeout, tmpdir
 
 TOOL = "erlang-sample"
 
@@ -60,9 +60,10 @@ def test_debuginfod_stripped_otp29():
     stripped, full = load_target("otp29-jit-stripped"), load_target("otp29-jit")
     for t in (stripped, full):
         if not t.present:
-            skip("%s: %s" % (t.name, t.missing))
+            xbtest.skip_because("target-not-built", t, t.missing)
     if not shutil.which("debuginfod"):
-        skip("Debian's debuginfod is not installed (tests/run-all.sh installs it)")
+        xbtest.skip_because("needs-package", None, "Debian's debuginfod is not installed (tests/run-all.sh "
+                            "installs it)")
     bid = build_id(stripped.beam)
     check(bid == build_id(full.beam), "the stripped beam's build-id differs from the full build's")
     d = tmpdir()

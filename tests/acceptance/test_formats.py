@@ -30,7 +30,8 @@ import time
 import xml.etree.ElementTree as ET
 import zlib
 
-from xbtest import check, log, run_cmd, run_tool, timeout, tmpdir
+from xbtest import (CACHE, ROOT, build_dir, check, load_target, log, run_cmd, run_tool, skip_because, timeout,
+                    tmpdir)
 
 WRITER = "tests/tools/xb-format-writer"
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -285,8 +286,9 @@ def pprof_top(path, n=12):
     return rows, out
 
 
-def pprof_traces(path):
-    out = go_pprof("-traces", path)
+def pprof_traces(path, *opts):
+    """go tool pprof -traces [OPTS]: [(value, frames leaf first)]."""
+    out = go_pprof(*(list(opts) + ["-traces", path]))
     traces = []
     for block in out.split("-----------+-------------------------------------------------------")[1:]:
         lines = [l for l in block.splitlines() if l.strip()]
@@ -721,3 +723,72 @@ def test_write_errors_are_errors():
         lines = r.lines_err
         check(len(lines) == 1 and "No space left on device" in lines[0],
               "%s to /dev/full: %r" % (fmt, lines))
+
+
+# ---------------------------------------------------------------------------
+# generated release tables (issue 10: "generated release tables written with
+# designated indices ([XB_F_PROC_SIZE] = 776), not positional")
+
+RELEASES = os.path.join(ROOT, "src", "beam", "releases")
+
+
+def test_release_tables_designated_and_generated():
+    """Every array in src/beam/releases/erts-*.c is written with
+    designated indices (.off's [XB_F_*], .subtag's [0xN], .thread_fmt's
+    [0] [1] [2]), none positionally; and erts-13.1.5.c is byte for byte
+    what build/xb-gen-release writes from the DWARF of the OTP 25 VMs
+    (the generator and the tables agree: neither was edited alone)."""
+    tables = sorted(f for f in os.listdir(RELEASES) if re.match(r"erts-[\d.]+\.c$", f))
+    check(tables, "no release tables in %s" % RELEASES)
+    for name in tables:
+        text = open(os.path.join(RELEASES, name)).read()
+        # an element that is not designated: a value right after "{" or
+        # on a line of its own inside a brace list
+        positional = re.findall(r"=\s*\{\s*(?:\"|-?\d|XB_)[^\n]*", text) + \
+            re.findall(r"^\t+(?:\"[^\"]*\"|-?\d+|XB_\w+),", text, re.M)
+        check(not positional, "%s: positional initializers: %s" % (name, positional[:3]))
+        m = re.search(r"\.thread_fmt = \{[^}]*\}", text)
+        check(m and re.findall(r"\[(\d)\] = \"", m.group(0)) == ["0", "1", "2"],
+              "%s: .thread_fmt is not [0] [1] [2]: %r" % (name, m and m.group(0)))
+    emu, jit = load_target("otp25-emu-dwarf"), load_target("otp25-jit-dwarf")
+    for t in (emu, jit):
+        if not t.present:
+            skip_because("target-not-built", t, "%s: %s" % (t.name, t.missing))
+    src = os.path.join(CACHE, "src", "otp-25")
+    check(os.path.isdir(src), "no OTP 25 source tree at %s (tests/build-vms.sh keeps it)" % src)
+    r = run_cmd([os.path.join(build_dir(), "xb-gen-release"), "--erts", emu.info["erts"], "--otp", "25",
+                 "--src", src, "--emu", emu.info["beam"], "--jit", jit.info["beam"]], timeout=120)
+    check(r.rc == 0, "xb-gen-release failed", r.describe())
+    mine = open(os.path.join(RELEASES, "erts-%s.c" % emu.info["erts"])).read()
+    if r.out != mine:
+        import difflib
+        diff = "".join(difflib.unified_diff(mine.splitlines(True), r.out.splitlines(True), "committed",
+                                            "generated", n=1))
+        check(False, "erts-%s.c differs from what xb-gen-release writes (run scripts/gen-release-table 25)"
+              % emu.info["erts"], diff[:4000])
+    log("%d tables designated; erts-%s.c as generated" % (len(tables), emu.info["erts"]))
+
+
+@timeout(240)
+def test_format_bench_size_bound():
+    """bench/format_bench prints each writer's cost and then the flame
+    graph's size against the 10 MB bound for 50,000 distinct stacks (and
+    the worst cases), and exits non-zero when a writer fails (an
+    unwritable --dir)."""
+    bench = os.path.join(build_dir(), "format_bench")
+    r = run_cmd([bench, "--rounds", "1", "--stacks", "2000", "--samples", "100000", "--dir", tmpdir()],
+                timeout=200)
+    check(r.rc == 0, "format_bench failed", r.describe() + r.out)
+    rows = re.findall(r"^(.+?)\s+(\d+)\s+(\d+\.\d\d)$", r.out.split("flame graph size bound: 10 MB", 1)[-1], re.M)
+    check("flame graph size bound: 10 MB" in r.out and len(rows) == 4, "no size bound table", r.out)
+    for what, size, ratio in rows:
+        check(abs(int(size) / 1e7 - float(ratio)) <= 0.006 and int(size) < 1e7,
+              "%s: %s bytes, %s of the bound" % (what.strip(), size, ratio), r.out)
+    sizes = {what.strip(): int(size) for what, size, _ in rows}
+    check(sizes["33,600 stacks, 600 chains > 0.1 % each"] > 5e6 and
+          sizes["50,000 stacks, weighted as sampled"] > 1e5, "implausible SVG sizes: %s" % sizes, r.out)
+    log("\n".join(r.out.splitlines()[-6:]))
+    bad = run_cmd([bench, "--rounds", "1", "--stacks", "200", "--samples", "1000", "--dir",
+                   os.path.join(tmpdir(), "no-such-dir")], timeout=200)
+    check(bad.rc == 1 and "a writer failed" in bad.err, "format_bench with an unwritable --dir: exit %s" % bad.rc,
+          bad.describe())

@@ -15,8 +15,9 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn_tool, timeout, tmpdir,
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip_because, spawn_tool, timeout, tmpdir,
                     tool_path, wait_for)
+from xbsample import wait_running
 
 TOOL = "erlang-sample"
 
@@ -36,7 +37,7 @@ class Tmux:
 
     def __init__(self, cmd):
         if not shutil.which("tmux"):
-            skip("tmux is not installed (tests/run-all.sh installs it)")
+            skip_because("needs-package", None, "tmux is not installed (tests/run-all.sh installs it)")
         # A socket of its own per session: a second session on the first
         # one's socket could reach its server while kill-server still
         # ends it ("server exited unexpectedly", CI).
@@ -66,7 +67,11 @@ def live_run(vm, key):
     """Run --live in tmux, check it draws and refreshes, press KEY, and return
     (exit status, stty -a after, tmux flags after)."""
     d = tmpdir()
-    rcf, sttyf = os.path.join(d, "rc"), os.path.join(d, "stty")
+    # files of this run only: a second run must not read the first's
+    rcf, sttyf = os.path.join(d, "rc-%d" % (Tmux.count + 1)), os.path.join(d, "stty-%d" % (Tmux.count + 1))
+    for f in (rcf, sttyf):
+        if os.path.exists(f):
+            os.unlink(f)
     # the shell survives ^C (a trap, so the tool gets the default disposition)
     cmd = "trap true INT; %s --live %d; echo $? > %s; stty -a > %s; sleep 60" % (
         tool_path(TOOL), vm.pid, rcf, sttyf)
@@ -107,9 +112,9 @@ def live_run(vm, key):
         tm.keys("s")
         check(wait_for(lambda: "by total" in tm.screen(), 5), "'s' did not switch the sort", tm.screen())
         tm.keys(*key)
-        check(wait_for(lambda: os.path.exists(sttyf) and os.path.getsize(sttyf) > 0, 15),
+        # stty -a's whole output (it ends with a newline), after the exit status
+        check(wait_for(lambda: os.path.exists(sttyf) and open(sttyf).read().endswith("\n"), 15),
               "--live did not exit after %s" % (key,), tm.screen())
-        time.sleep(0.2)
         with open(rcf) as f:
             rc = int(f.read().strip())
         with open(sttyf) as f:
@@ -125,6 +130,7 @@ def live_run(vm, key):
 def test_live(target):
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
         for key, want_rc in ((("q",), 0), (("C-c",), 0)):
             rc, stty, (alt, cursor) = live_run(vm, key)
             log("%s: exit %d, alternate screen %s, cursor %s" % (key[0], rc, alt, cursor))
@@ -176,12 +182,67 @@ def test_live_by_process(target):
             tm.kill()
 
 
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(120)
+@asan("--live --blame: the live view's blame rows")
+def test_live_blame(target):
+    """--live --blame erts_garbage_collect in tmux (issue 14: "--by
+    process/--blame FN views where those options exist"): the screen says
+    what it blames and how many samples had it, the count grows, the top
+    row is the allocating process's function xb_gc:alloc_loop/1 (as
+    test_sample.test_blame_gc finds it in the table) with most of the
+    blamed samples; q exits 0 and leaves the terminal sane."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        wait_running(vm, "xb_alloc")
+        d = tmpdir()
+        rcf, sttyf = os.path.join(d, "rc"), os.path.join(d, "stty")
+        tm = Tmux("%s --live --blame erts_garbage_collect %d; echo $? > %s; stty -a > %s; sleep 60"
+                  % (tool_path(TOOL), vm.pid, rcf, sttyf))
+        try:
+            head = re.compile(r"^blame erts_garbage_collect: (\d+) samples had it on their stack$", re.M)
+            row = re.compile(r"^\s*(\d+)\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%\s+(\S.*?) (\[[^]]*\])$", re.M)
+
+            def blamed(least):
+                scr = tm.screen()
+                m = head.search(scr)
+                rows = [(r.group(5), int(r.group(3)), float(r.group(4))) for r in row.finditer(scr)]
+                return (scr, int(m.group(1)), rows) if m and int(m.group(1)) >= least and rows else None
+            got = wait_for(lambda: blamed(30), 30)
+            check(got, "--live --blame never showed 30 blamed samples", tm.screen())
+            first = got[1]
+            got = wait_for(lambda: blamed(first + 1), 10)
+            check(got, "the blamed count did not grow from %d" % first, tm.screen())
+            scr, n, rows = got
+            log("live --blame:\n" + "\n".join(scr.splitlines()[:8]))
+            lines = scr.split("\n")[:24]
+            check(len(lines) == 24 and lines[0].startswith("erlang-sample --live: PID %d" % vm.pid) and
+                  lines[23].startswith("q quit"), "not laid out on 24 rows", scr)
+            check(rows[0][0] == "xb_gc:alloc_loop/1" and rows[0][2] >= 50,
+                  "the top --blame row is %r, not xb_gc:alloc_loop/1 with most of the samples" % (rows[0],), scr)
+            check(sum(t for _, t, _ in rows) <= n, "the rows hold more samples (%d) than were blamed (%d)"
+                  % (sum(t for _, t, _ in rows), n), scr)
+            tm.keys("q")
+            # stty -a's whole output (it ends with a newline), after the exit status
+            check(wait_for(lambda: os.path.exists(sttyf) and open(sttyf).read().endswith("\n"), 15),
+                  "--live --blame did not exit after q", tm.screen())
+            rc = int(open(rcf).read().strip())
+            stty = open(sttyf).read()
+            check(rc == 0, "--live --blame exit status %d after q" % rc)
+            check(re.search(r"(^|\s)icanon(\s|$)", stty) and re.search(r"(^|\s)echo(\s|$)", stty),
+                  "terminal not restored after q (stty -a)", stty)
+            check(tm.flag("#{alternate_on}") == "0", "still on the alternate screen after q")
+        finally:
+            tm.kill()
+
+
 @per_vm(only=["stock"])
 def test_progress_line(target):
     """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe,
     nothing for a run under 2 s."""
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
         out = os.path.join(tmpdir(), "p.folded")
         def on_a_terminal(seconds):
             """stderr text of a -d SECONDS run whose stderr is a pty, and its exit status."""

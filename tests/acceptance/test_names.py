@@ -10,9 +10,13 @@ the stock OTP 25 VM with Elixir's ebin on the code path.
 import os
 import re
 import shutil
-import time
+import sys
 
-from xbtest import (VM, WORKLOADS, check, log, per_vm, run_cmd, run_dir, run_tool, skip)
+from xbtest import (VM, WORKLOADS, check, log, per_vm, run_cmd, run_dir, run_tool, skip_because, tmpdir)
+from xbsample import wait_running
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_formats import go_pprof, load_speedscope, pprof_top, speedscope_validator, validate  # noqa: E402
 
 TOOL = "erlang-sample"
 ELIXIR_EBIN = "/usr/lib/elixir/lib/elixir/ebin"
@@ -22,7 +26,7 @@ ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
 def elixir_ebin():
     """tests/workloads/elixir/*.ex compiled with elixirc (once per run)."""
     if not shutil.which("elixirc") or not os.path.isdir(ELIXIR_EBIN):
-        skip("Debian's elixir is not installed (tests/run-all.sh installs it)")
+        skip_because("needs-package", None, "Debian's elixir is not installed (tests/run-all.sh installs it)")
     out = os.path.join(run_dir(), "ebin-elixir")
     if os.path.exists(os.path.join(out, "Elixir.Demo.Hot.beam")):
         return out
@@ -48,7 +52,7 @@ def test_elixir_names(target):
     ebin = elixir_ebin()
     with VM(target, extra_args=["-pa", ELIXIR_EBIN, "-pa", ebin]) as vm:
         vm.eval("'Elixir.Demo.Hot':start()")
-        time.sleep(0.5)
+        wait_running(vm, "'Elixir.Demo.Hot'")
 
         r = sample(vm, "-d", "3", "-t", "20")
         names = {n: c for c, n, tag in rows(r.out) if tag == "[Erlang]"}
@@ -87,3 +91,54 @@ def test_elixir_names(target):
         b = rows(r.out)
         check(b and b[0][1] == "'Elixir.Demo.Hot':loop/1",
               "--erlang-names --blame Demo.Hot.spin/1: top row is not 'Elixir.Demo.Hot':loop/1", r.out)
+
+
+def picture_names(vm, *extra):
+    """One run written as speedscope and pprof: (speedscope's frames as
+    {name: file}, its stacks' names root first with weights, go tool pprof
+    -top's [(name, flat %)], and -raw's text)."""
+    d = tmpdir()
+    ss, pp = os.path.join(d, "names.speedscope.json"), os.path.join(d, "names.pb.gz")
+    sample(vm, "-d", "2", "-o", ss, "-o", pp, *extra)
+    doc = load_speedscope(ss)
+    validate(speedscope_validator(), doc, ss)
+    frames = doc["shared"]["frames"]
+    stacks = [([frames[i]["name"] for i in st], w) for p in doc["profiles"]
+              for st, w in zip(p["samples"], p["weights"])]
+    rows, _ = pprof_top(pp, 10)
+    return {f["name"]: f.get("file") for f in frames}, stacks, [(n, pct) for n, pct, _ in rows], go_pprof("-raw", pp)
+
+
+@per_vm(only=["stock"])
+def test_elixir_names_in_speedscope_and_pprof(target):
+    """From a real run of the Elixir workload: speedscope's frames and go
+    tool pprof's functions are Demo.Hot.spin/1, Demo.Hot.loop/1 and the
+    anonymous fn, with demo_hot.ex as their file; nothing spelt
+    'Elixir.'; --erlang-names gives the raw atoms in both."""
+    ebin = elixir_ebin()
+    with VM(target, extra_args=["-pa", ELIXIR_EBIN, "-pa", ebin]) as vm:
+        vm.eval("'Elixir.Demo.Hot':start()")
+        wait_running(vm, "'Elixir.Demo.Hot'")
+        files, stacks, top, raw = picture_names(vm)
+        for fn in ("Demo.Hot.spin/1", "Demo.Hot.loop/1", "anonymous fn/3 in Demo.Hot.loop/1"):
+            check(fn in files, "speedscope has no frame %s" % fn, "\n".join(sorted(files)[:40]))
+            check((files[fn] or "").endswith("demo_hot.ex"), "speedscope: %s has file %r, not demo_hot.ex"
+                  % (fn, files[fn]))
+        check(not [n for n in files if "Elixir." in n], "raw Elixir atoms in speedscope: %s"
+              % [n for n in files if "Elixir." in n][:5])
+        spin = sum(w for st, w in stacks if st[-1:] == ["Demo.Hot.spin/1"])
+        under = sum(w for st, w in stacks if st[-2:] == ["Demo.Hot.loop/1", "Demo.Hot.spin/1"])
+        check(spin > 0 and under >= 0.8 * spin, "speedscope: %d of %d Demo.Hot.spin/1 samples under "
+              "Demo.Hot.loop/1" % (under, spin))
+        flat = dict(top)
+        check(flat.get("Demo.Hot.spin/1", 0) > 30, "go tool pprof -top: Demo.Hot.spin/1 is not on top: %s" % top)
+        check("Elixir." not in raw, "raw Elixir atoms in the pprof file (go tool pprof -raw)", raw[-3000:])
+        check(re.search(r"^\s+\d+: 0x[0-9a-f]+ M=\d+ Demo\.Hot\.spin/1 \S*demo_hot\.ex:\d+ ", raw, re.M),
+              "pprof: no location Demo.Hot.spin/1 in demo_hot.ex", raw[-3000:])
+        log("speedscope and pprof: Demo.Hot.spin/1 %.1f %% (pprof), %d of %d samples under loop/1"
+            % (flat["Demo.Hot.spin/1"], under, spin))
+        files, _, top, raw = picture_names(vm, "--erlang-names")
+        check("'Elixir.Demo.Hot':spin/1" in files and not [n for n in files if n.startswith("Demo.")],
+              "--erlang-names: speedscope frames %s" % sorted(files)[:20])
+        check(dict(top).get("'Elixir.Demo.Hot':spin/1", 0) > 30 and "Demo.Hot.spin" not in raw,
+              "--erlang-names: go tool pprof -top %s" % top, raw[-2000:])

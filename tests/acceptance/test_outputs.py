@@ -63,6 +63,49 @@ def chain_stats(stacks):
     return total, leaf, whole
 
 
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def svg_stacks(root):
+    """The flame graph's frames as [(frames root first, samples)], one per
+    drawn frame: its name and its ancestors' (the root "all" left out),
+    and its width in samples (data-w: it and its callees).  A frame's
+    parent is the frame one row below (FRAME_H pixels lower: the root is at
+    the bottom) whose [data-x, data-x + data-w) holds its own."""
+    g = root.find(".//%sg[@id='frames']" % SVG_NS)
+    check(g is not None, "no <g id=frames> in the SVG")
+    nodes = []
+    for fr in g.findall(SVG_NS + "g"):
+        m = re.match(r"(.*) \(([\d,]+) samples?, [\d.]+%\)$", fr.find(SVG_NS + "title").text, re.S)
+        check(m, "frame title %r" % fr.find(SVG_NS + "title").text)
+        nodes.append((m.group(1), int(fr.get("data-x")), int(fr.get("data-w")),
+                      float(fr.find(SVG_NS + "rect").get("y"))))
+    ys = sorted({y for _, _, _, y in nodes}, reverse=True)  # the root's row first
+    depth = {y: i for i, y in enumerate(ys)}
+    check(all(abs((ys[i] - ys[i + 1]) - (ys[0] - ys[1])) < 0.01 for i in range(len(ys) - 1)),
+          "the SVG's rows are not evenly spaced: %s" % ys[:10])
+    by_depth = {}
+    for i, (name, x, w, y) in enumerate(nodes):
+        by_depth.setdefault(depth[y], []).append(i)
+    parent = {}
+    for i, (name, x, w, y) in enumerate(nodes):
+        d = depth[y]
+        if d == 0:
+            continue
+        ps = [j for j in by_depth.get(d - 1, []) if nodes[j][1] <= x and x + w <= nodes[j][1] + nodes[j][2]]
+        check(len(ps) == 1, "frame %r at row %d: %d parents" % (name, d, len(ps)))
+        parent[i] = ps[0]
+    out = []
+    for i, (name, x, w, y) in enumerate(nodes):
+        path, j = [], i
+        while j in parent:
+            path.append(nodes[j][0])
+            j = parent[j]
+        check(nodes[j][0] == "all", "frame %r does not sit on the root" % name)
+        out.append((list(reversed(path)), w))
+    return out
+
+
 @per_vm(only=["stock", "otp25-emu-dwarf", "otp25-jit-dwarf"])
 @timeout(180)
 @asan("every output writer")
@@ -73,7 +116,7 @@ def test_deep_chain_in_every_format(target):
     share the same in all five within 1 point."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         d = tmpdir()
         files = {fmt: os.path.join(d, "deep." + ext) for fmt, ext in
                  (("table", "table"), ("folded", "folded"), ("speedscope", "speedscope.json"),
@@ -121,13 +164,18 @@ def test_deep_chain_in_every_format(target):
                 whole += w if has_chain(list(reversed(frames))) else 0
         check(leafw > 0 and whole >= 0.8 * leafw, "pprof: %.0f of %.0f leaf samples carry the chain"
               % (whole, leafw), tout[:3000])
-        # flamegraph: the leaf frames' widths (their <title> carries samples and %)
+        # flamegraph: the leaf frames' widths (their <title> carries samples and %),
+        # and where they sit: on a->b->c->d, in that order, row above row
         root, _ = check_svg_file(files["flamegraph"])
         titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
         pcts = [float(m.group(1)) for t in titles
                 for m in [re.match(r"^xb_deep:leaf/1 \(.*?([\d.]+)%\)$", t)] if m]
         check(pcts, "no xb_deep:leaf/1 frame in the SVG", "\n".join(titles[:30]))
         shares["flamegraph"] = sum(pcts)
+        total, leaf, whole = chain_stats([(f, w) for f, w in svg_stacks(root) if f and f[-1] == LEAF])
+        check(whole >= 0.8 * leaf and leaf > 0, "flamegraph: %d of %d leaf samples sit on the chain"
+              % (whole, leaf))
+        log("flamegraph: %d of %d leaf samples on a;b;c;d, row above row" % (whole, leaf))
         log("leaf share by format: " + ", ".join("%s %.2f %%" % kv for kv in shares.items()))
         lo, hi = min(shares.values()), max(shares.values())
         check(hi - lo <= 1.0, "the leaf's share differs by %.1f points between formats: %s"
@@ -139,15 +187,18 @@ def test_deep_chain_in_every_format(target):
 def test_truncated_root_and_format_by_extension(target):
     """From a real run: -o p.json and -o p.txt without --format pick
     speedscope (validated by speedscope's schema) and folded by the
-    extension; with --max-callchain-depth 3 every stack through the deep
-    chain's leaf (5 Erlang frames and more) keeps its innermost 3 frames
-    under a "[truncated]" root, in both, never a root that is not one."""
+    extension (and -o p.svg, -o p.pb.gz the flame graph and pprof); with
+    --max-callchain-depth 3 every stack through the deep chain's leaf (5
+    Erlang frames and more) keeps its innermost 3 frames under a
+    "[truncated]" root, in all four (the flame graph's frames row above
+    row, pprof's as go tool pprof -traces reads them), never a root that
+    is not one."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         d = tmpdir()
-        js, txt = os.path.join(d, "p.json"), os.path.join(d, "p.txt")
-        run_ok(vm, "-d", "2", "--max-callchain-depth", "3", "-o", js, "-o", txt)
+        js, txt, svg, pb = (os.path.join(d, "p." + e) for e in ("json", "txt", "svg", "pb.gz"))
+        run_ok(vm, "-d", "2", "--max-callchain-depth", "3", "-o", js, "-o", txt, "-o", svg, "-o", pb)
         folded = folded_stacks(txt)  # parses as folded: "frames count" lines
         doc = load_speedscope(js)
         validate(speedscope_validator(), doc, js)
@@ -156,9 +207,22 @@ def test_truncated_root_and_format_by_extension(target):
         check((files.get(LEAF) or "").endswith("tests/workloads/xb_deep.erl"),
               "speedscope: %s has file %r, not its module's source" % (LEAF, files.get(LEAF)))
         sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+        # the flame graph: each frame through the leaf's, its own samples
+        # (its width less its callees'), as a stack
+        root, _ = check_svg_file(svg)
+        drawn = svg_stacks(root)
+        below = {}
+        for f, w in drawn:
+            if len(f) > 1:
+                below[tuple(f[:-1])] = below.get(tuple(f[:-1]), 0) + w
+        flame = [(f, w - below.get(tuple(f), 0)) for f, w in drawn if w > below.get(tuple(f), 0)]
+        # pprof, root first as folded is (go tool pprof -traces: leaf first),
+        # in samples (sample type samples/count)
+        pp = [(list(reversed(frames)), int(c)) for c, frames in pprof_traces(pb, "-sample_index=samples")[0]]
         want = ["[truncated]", "xb_deep:c/1", "xb_deep:d/1", LEAF]
         erl = re.compile(r"^[^:]+:[^:/]+/\d+$")
-        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc)):
+        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc), ("flamegraph (.svg)", flame),
+                             ("pprof (.pb.gz)", pp)):
             # root to the leaf; below it, native frames the leaf called
             # (memcpy: the depth limit counts native frames apart)
             through = [(f[:f.index(LEAF) + 1], f[f.index(LEAF) + 1:], n) for f, n in stacks if LEAF in f]
@@ -175,6 +239,10 @@ def test_truncated_root_and_format_by_extension(target):
             deep = [f for f, _ in stacks if sum(1 for x in f if erl.match(x)) > 3]
             check(not deep, "%s: stacks with more than 3 Erlang frames" % what, str(deep[:3]))
             log("%s: %d samples through the leaf, all under [truncated]" % (what, n_leaf))
+        # the same samples in all four
+        n = {what: sum(c for f, c in st if LEAF in f) for what, st in
+             (("folded", folded), ("speedscope", sc), ("flamegraph", flame), ("pprof", pp))}
+        check(len(set(n.values())) == 1, "samples through the leaf differ between the formats: %s" % n)
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
@@ -183,7 +251,7 @@ def test_blame_gc_stacks(target):
     function, and the workload's own function calls it (not only lists:)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_alloc")
         f = os.path.join(tmpdir(), "gc.folded")
         run_ok(vm, "-d", "3", "--blame", "erts_garbage_collect", "--format", "folded", "-o", f)
         stacks = folded_stacks(f)
@@ -206,7 +274,7 @@ def test_real_flamegraph_in_chromium(target):
     frames' names in the DOM, and the search highlights them."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
+        wait_running(vm, "xb_split")
         f = os.path.join(tmpdir(), "split.svg")
         run_ok(vm, "-d", "2", "-o", f)
         check_svg_file(f)
@@ -345,3 +413,75 @@ def test_output_bad_input(target):
         check(open(victim).read() == "victim\n" and os.path.islink(link), "the symlink was followed")
         check(not leftovers(d, "out.txt"), "a temporary file was left behind: %s" % os.listdir(d))
         log("all refused with one line")
+
+
+# Every rule of erlang-sample's table of options that do not go together
+# (src/tools/erlang-sample.c, rules[]; and plan_outputs' -o rules), with
+# the whole line it must give: (arguments before the PID, line).
+REFUSED = [
+    (["--pstack", "--blame", "copy_struct"], "--pstack and --blame are separate modes; pick one"),
+    (["--dump", "--blame", "copy_struct", "--check"], "--dump is a mode of its own; drop --blame"),
+    (["--dump", "--live"], "--dump is a mode of its own; drop --live"),
+    (["--dump", "--by", "process"], "--dump is a mode of its own; drop --by"),
+    (["--dump", "--format", "folded"], "--dump writes text (table) or json, not folded"),
+    (["--check", "--blame", "copy_struct"], "--check is a mode of its own; drop --pstack/--blame"),
+    (["--pstack", "--format", "json"], "--pstack prints text; drop --format json"),
+    (["--check", "--format", "pprof"], "--check prints text; drop --format pprof"),
+    (["--live", "--pstack"], "--live draws on the terminal; drop --pstack"),
+    (["--live", "--format", "table"], "--live draws on the terminal; drop --format"),
+    (["--live", "-o", "x.svg"], "--live draws on the terminal; drop --output"),
+    (["--live"], "--live draws on a terminal, and standard output is not one; use the table or "
+                 "--format folded -o FILE instead"),
+    (["--schedulers", "--long-calls"],
+     "--schedulers reports the long calls too; pick one of --schedulers and --long-calls"),
+    (["--pstack", "--by", "process"], "--by groups the samples of a profile; --pstack already shows one "
+                                      "stack per scheduler, with the process it runs: drop --by"),
+    (["--check", "--by", "thread"], "--by groups the samples of a profile; --check samples nothing: drop --by"),
+    (["--schedulers", "--by", "cpu"], "--by groups the samples of a profile; --schedulers already reports "
+                                      "per scheduler, process and CPU: drop --by"),
+    (["--long-calls", "--by", "cpu"], "--by groups the samples of a profile; --long-calls already reports "
+                                      "per scheduler, process and CPU: drop --by"),
+    (["--schedulers", "--check"], "--schedulers is a report of its own; drop --check"),
+    (["--long-calls", "--only-erlang"], "--long-calls is a report of its own; drop --only-erlang"),
+    (["--long-calls-ms", "5"], "--long-calls-ms goes with --schedulers or --long-calls"),
+    (["--format", "json"], "--format json is for --dump and the reports of --schedulers and --long-calls; "
+                           "a profile as JSON is --format speedscope"),
+    (["--schedulers", "--format", "folded"], "--schedulers writes a table or JSON; drop --format folded"),
+    (["--long-calls", "--format", "pprof"], "--long-calls writes a table or JSON; drop --format pprof"),
+    (["--pstack", "-o", "a.txt", "-o", "b.txt"], "--pstack writes one result; pass one -o"),
+    (["--check", "-o", "a.txt", "-o", "b.txt"], "--check writes one result; pass one -o"),
+    (["--dump", "-o", "a.txt", "-o", "b.json"], "--dump writes one result; pass one -o"),
+    (["-o", "a.txt"] * 2, "-o a.txt given twice"),
+    (sum((["-o", "o%d.svg" % i] for i in range(7)), []), "at most 6 -o outputs"),
+    (["--format", "pprof", "-o", "x.svg"],
+     "--format pprof does not match -o x.svg (a flamegraph file); drop one or make them agree"),
+    (["--schedulers", "-o", "x.svg"], "-o x.svg: --schedulers writes a table or JSON (.json), not flamegraph"),
+    (["--dump", "--format", "table", "-o", "x.json"],
+     "--format table does not match -o x.json (a json file); drop one or make them agree"),
+]
+
+
+def test_option_rules_refused():
+    """Each rule of the table of options that do not go together (and of
+    the -o rules): its own line, whole, exit 2, one line, before the PID is
+    looked at (PID 1 is never read) and no file left.  Combinations that
+    go together are not refused: they reach the PID (exit 1: PID 1 is
+    not a VM we can read)."""
+    d = os.path.join(tmpdir(), "out")
+    os.mkdir(d)
+    bad = []
+    for args, want in REFUSED:
+        args = [os.path.join(d, a) if a.endswith((".svg", ".txt", ".json")) else a for a in args]
+        r = run_tool(TOOL, *(args + ["1"]), timeout=20)
+        got = r.err.strip().replace(d + "/", "")
+        if r.rc != 2 or len(r.lines_err) != 1 or got != "erlang-sample: " + want:
+            bad.append("%s: exit %s, %r (want exit 2 and %r)" % (" ".join(args), r.rc, got, want))
+    check(not bad, "%d of %d rules broken" % (len(bad), len(REFUSED)), "\n".join(bad))
+    check(not os.listdir(d), "a refused command line left files: %s" % os.listdir(d))
+    for args in (["--dump", "--format", "json", "-o", "x.json"], ["--long-calls", "-o", "x.txt"],
+                 ["--by", "process", "--format", "pprof", "-o", "x.pb.gz"]):
+        args = [os.path.join(d, a) if a.startswith("x.") else a for a in args]
+        r = run_tool(TOOL, *(args + ["1"]), timeout=20)
+        check(r.rc == 1 and len(r.lines_err) == 1, "%s: exit %s, %r: refused as a combination?"
+              % (" ".join(args), r.rc, r.err))
+    log("%d rules, each refused with its own line" % len(REFUSED))

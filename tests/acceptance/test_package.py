@@ -25,7 +25,8 @@ import shutil
 import subprocess
 import time
 
-from xbtest import (CACHE, ROOT, VM, check, log, per_vm, run_cmd, skip, suite, timeout, tmpdir)
+from xbtest import (CACHE, ROOT, VM, check, log, per_vm, run_cmd, skip_because, suite, timeout, tmpdir)
+from xbsample import wait_running
 
 ROOTS = os.path.join(CACHE, "roots")
 BASE = os.path.join(ROOTS, "bookworm-minbase")
@@ -44,7 +45,8 @@ def ensure_base_root():
     if os.path.exists(os.path.join(BASE, ".xb-complete")):
         return False
     if not shutil.which("debootstrap"):
-        skip("debootstrap is not installed (tests/run-all.sh --suite package installs it)")
+        skip_because("needs-package", None, "debootstrap is not installed (tests/run-all.sh --suite package "
+                     "installs it)")
     os.makedirs(ROOTS, exist_ok=True)
     tmp = BASE + ".tmp"
     shutil.rmtree(tmp, True)
@@ -120,7 +122,7 @@ class overlay:
 @per_vm(only=["stock"])
 def test_deb_installs_and_runs(target):
     if os.getuid() != 0:
-        skip("needs root (debootstrap, mount, chroot)")
+        skip_because("needs-root", target, "debootstrap, mount and chroot need root")
     dist = os.path.join(tmpdir(), "dist")
     t0 = time.monotonic()
     r = sh([os.path.join(ROOT, "scripts", "build-deb.sh"), dist], timeout=900)
@@ -148,13 +150,13 @@ def test_deb_installs_and_runs(target):
             check(os.path.exists(os.path.join(root, "usr/share/man/man1", page)), "%s not installed" % page)
         with VM(target) as vm:
             vm.eval("xb_split:start(75)")
-            time.sleep(0.5)
+            wait_running(vm, "xb_split")
             r = run_cmd(["chroot", root, "erlang-sample", "-d", "2", "-t", "5", str(vm.pid)], timeout=60)
             check(r.rc == 0, "the installed erlang-sample failed", r.describe())
             check(re.search(r"^\s*\d+\s+xb_split:hot_a/1\s+\d+\.\d+%\s+\[Erlang\]$", r.out, re.M),
                   "the installed erlang-sample does not show xb_split:hot_a/1", r.out)
             log("from the installed package:\n" + r.out.strip())
-            r = run_cmd(["chroot", root, "erlang-heapsample", "-t", "5", str(vm.pid)], timeout=60)
+            r = run_cmd(["chroot", root, "erlang-heapsample", "-t", "100", str(vm.pid)], timeout=60)
             check(r.rc == 0 and re.search(r"xb_split", r.out), "the installed erlang-heapsample "
                   "does not list the xb_split process", r.describe())
 
@@ -187,12 +189,12 @@ def test_deb_contents(target):
     sh(["dpkg-deb", "-x", deb, root], timeout=60)
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
+        wait_running(vm, "xb_split")
         r = run_cmd([os.path.join(root, "usr", "bin", "erlang-sample"), "-d", "1", "-t", "5", str(vm.pid)],
                     timeout=60)
         check(r.rc == 0 and re.search(r"^\s*\d+\s+xb_split:hot_a/1\s+\d+\.\d+%\s+\[Erlang\]$", r.out, re.M),
               "the packaged erlang-sample does not show xb_split:hot_a/1", r.describe() + r.out)
-        r = run_cmd([os.path.join(root, "usr", "bin", "erlang-heapsample"), "-t", "5", str(vm.pid)], timeout=60)
+        r = run_cmd([os.path.join(root, "usr", "bin", "erlang-heapsample"), "-t", "100", str(vm.pid)], timeout=60)
         check(r.rc == 0 and "xb_split" in r.out, "the packaged erlang-heapsample does not list xb_split",
               r.describe() + r.out)
     log("%s: %d files; Depends: %s" % (debs[0], len(files), depends.strip()))

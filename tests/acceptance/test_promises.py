@@ -17,11 +17,11 @@ import signal
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
+from xbtest import (asan, bpf_refused, VM, check, derived_target, log, no_asan, nobody_copy, per_vm, read_perf_map,
                     run_cmd,
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, tmpdir,
                     tool_path, untraced_leak_check, wait_for)
-from xbsample import (TOOL, check_frame_addresses, check_no_garbage, function_starts,
+from xbsample import (TOOL, check_drops, check_frame_addresses, check_no_garbage, function_starts,
                       parse_folded, parse_table, sample, scheduler_cpu_ns, stats, wait_running,
                       wait_sampling)
 
@@ -277,9 +277,10 @@ def test_callers_unknown_note(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
         wait_running(vm, "xb_alloc")
-        # The perf path (README: 10-80 % callers unknown on the interpreter;
-        # with BPF capture almost none).
-        r = sample(vm, "-d", "3", "-v", "--capture", "perf")
+        # The perf path reading live later (README: 10-80 % callers
+        # unknown on the interpreter; read at the sample or with BPF
+        # capture almost none).
+        r = sample(vm, "-d", "3", "-v", "--capture", "perf", "--perf-read", "later")
         st = stats(r)
         check(st["partial"] is not None and st["processed"] >= 300,
               "no 'innermost Erlang function only' counter or too few samples", r.err)
@@ -434,7 +435,10 @@ def test_dirty_major_gc_attributed_to_its_process(target):
     keeps ~1M tuples live and collects in a loop; the VM runs those major
     collections on a dirty CPU scheduler.  --pstack must show a dirty CPU
     scheduler working for xb_dgc in GC code, and --blame
-    erts_garbage_collect must put xb_dgc:gc_loop/1 first."""
+    erts_garbage_collect must put xb_dgc:gc_loop/1 first with >= 90 % of
+    the matches, on each capture path (read at the sample: BPF, perf), and
+    consistently from run to run (two runs each, within 5 points: issue
+    16 saw one run attribute it and the next not)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_dgc:start()", timeout=60)
         wait_running(vm, "xb_dgc")
@@ -451,15 +455,27 @@ def test_dirty_major_gc_attributed_to_its_process(target):
               "attempts" % pid, ps)
         check("xb_dgc:gc_loop/1 [Erlang]" in seen, "the dirty scheduler's stack does not end in "
               "xb_dgc's Erlang stack", seen)
-        r = sample(vm, "-d", "4", "--blame", "erts_garbage_collect")
-        t = parse_table(r.out)
-        check(t.blame and t.blame[0] >= 100, "too few samples under erts_garbage_collect: %s"
-              % (t.blame,), r.out)
-        check(t.rows[0][1] == "xb_dgc:gc_loop/1" and t.rows[0][0] >= 0.5 * t.blame[0],
-              "--blame erts_garbage_collect: first row %r of %d samples, expected "
-              "xb_dgc:gc_loop/1 with at least half" % (t.rows[0], t.blame[0]), r.out)
-        log("dirty GC: %d of %d samples under erts_garbage_collect charged to xb_dgc:gc_loop/1"
-            % (t.rows[0][0], t.blame[0]))
+        refused = bpf_refused()
+        for cap in ["perf"] + ([] if refused else ["bpf"]):
+            shares = []
+            for _ in range(2):
+                r = sample(vm, "-d", "3", "--blame", "erts_garbage_collect", "--capture", cap)
+                t = parse_table(r.out)
+                check(t.blame and t.blame[0] >= 100, "%s: too few samples under erts_garbage_collect: %s"
+                      % (cap, t.blame), r.out)
+                check(sum(n for n, _, _, _ in t.rows) == t.blame[0], "%s: the rows do not add up to the %d "
+                      "matching samples" % (cap, t.blame[0]), r.out)
+                mine = sum(n for n, name, _, _ in t.rows if name == "xb_dgc:gc_loop/1")
+                shares.append(100.0 * mine / t.blame[0])
+                check(t.rows[0][1] == "xb_dgc:gc_loop/1" and shares[-1] >= 90,
+                      "%s --blame erts_garbage_collect: first row %r, xb_dgc:gc_loop/1 has %.1f %% of the "
+                      "%d samples (expected first, >= 90 %%)" % (cap, t.rows[0], shares[-1], t.blame[0]), r.out)
+            check(abs(shares[0] - shares[1]) <= 5, "%s: dirty GC charged to xb_dgc:gc_loop/1 %.1f %% in one "
+                  "run, %.1f %% in the next" % (cap, shares[0], shares[1]))
+            log("dirty GC, %s: %.1f %% and %.1f %% of the samples under erts_garbage_collect charged to "
+                "xb_dgc:gc_loop/1" % (cap, shares[0], shares[1]))
+        if refused:
+            skip_because("no-bpf", target, refused)
 
 
 # ---------------------------------------------------------------------------
@@ -760,7 +776,9 @@ def test_wakeup(target):
         # -F 2000: far more samples than the default's drains even when
         # the loaded machine gives the schedulers half a CPU, and fewer
         # than fill half a ring within a drain interval.
-        for tag, args in (("bpf", []), ("default", ["--capture", "perf"])):
+        # "default": the perf path's timer (its reads at the sample wake
+        # a reader per sample by design: test_capture.py)
+        for tag, args in (("bpf", []), ("default", ["--capture", "perf", "--perf-read", "later"])):
             errtext = measure(tag, 2000, args)
             if tag == "bpf":
                 bpf = re.search(r"capture bpf\b", errtext)
@@ -815,9 +833,9 @@ def test_max_skid_ms(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         wait_running(vm, "xb_deep")
-        tight = sample(vm, "-d", "2", "-v", "--capture", "perf", "--max-skid-ms", "0.01",
+        tight = sample(vm, "-d", "2", "-v", "--capture", "perf", "--perf-read", "later", "--max-skid-ms", "0.01",
                        "--skid-summary")
-        loose = sample(vm, "-d", "2", "-v", "--capture", "perf", "--max-skid-ms", "1000",
+        loose = sample(vm, "-d", "2", "-v", "--capture", "perf", "--perf-read", "later", "--max-skid-ms", "1000",
                        "--skid-summary")
         st_t, st_l = stats(tight), stats(loose)
         lt, ll = late(st_t, tight.err), late(st_l, loose.err)
@@ -884,9 +902,11 @@ def test_force_registers(target):
     full = "xb_deep:a/1;xb_deep:b/1;xb_deep:c/1;xb_deep:d/1;xb_deep:leaf/1"
 
     def share(vm, *args):
-        # The perf path: with BPF capture the scheduler's current process
-        # is captured with the sample and wins over a register.
-        r = sample(vm, "-d", "2", "-v", "--format", "folded", "--capture", "perf", *args)
+        # The perf path read live later: with BPF capture (or reads at the
+        # sample) the scheduler's current process is captured with the
+        # sample and wins over a register.
+        r = sample(vm, "-d", "2", "-v", "--format", "folded", "--capture", "perf", "--perf-read", "later",
+                   *args)
         stacks = parse_folded(r.out, allow_empty=True)
         st = stats(r)
         ok = sum(n for fr, n in stacks if full in ";".join(fr))
@@ -1224,15 +1244,14 @@ def test_cpp_names_demangled(target):
               % sum(c for c, _ in cpp), "\n".join(map(str, t.rows[:60])))
         asm = [n for _, n in cpp if n.startswith("BeamModuleAssembler::") or n.startswith("BeamAssembler::")
                or n.startswith("asmjit::")]
-        r = sample(vm, "-d", "2", "--blame", "asmjit::*")
+        r = sample(vm, "-d", "2", "-v", "--blame", "asmjit::*")
         # By now the module has been loaded hundreds of times and the JIT
         # never unregisters code: the registrations pass the code map's
         # budget.  Older loads that newer ones name are skipped, and the
         # emulator's own code is read past the budget: samples stay named
-        # (CI once: "processed 0/1052", every sample unnamed).
-        m = re.search(r"processed (\d+)/(\d+) samples", r.out + r.err)
-        check(m and int(m.group(1)) >= 0.9 * int(m.group(2)),
-              "--blame after many reloads: %s" % (m.group(0) if m else "no 'processed' line"), r.err)
+        # (CI once: "processed 0/1052", every sample unnamed).  Held by
+        # the drop counters a loaded machine does not explain (<= 5 %).
+        check_drops(stats(r), "--blame after many reloads")
         b = parse_table(r.out, allow_no_rows=True)
         check(b.blame[0] > 0, "--blame 'asmjit::*' (the demangled form, a glob) matched no "
               "sample", r.out + r.err)

@@ -45,9 +45,9 @@ def test_known_split(target):
         a = counts.get("xb_split:hot_a/1", 0)
         b = counts.get("xb_split:hot_b/1", 0)
         log("processed %d/%d; hot_a %d, hot_b %d" % (processed, received, a, b))
+        # (the processed share is held by check_drops above: drops a
+        # loaded machine does not explain at most 5 %)
         check(processed >= 1000, "too few samples processed: %d" % processed, r.out + r.err)
-        check(processed >= 0.5 * received, "only %d of %d samples processed (< 50%%)"
-              % (processed, received), r.out + r.err)
         check(a + b > 0.5 * processed, "hot_a/hot_b are not the bulk of the samples", r.out)
         share_a = 100.0 * a / (a + b)
         check(abs(share_a - 75) <= 5 and abs((100 - share_a) - 25) <= 5,
@@ -684,9 +684,9 @@ def test_skid_summary(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_copy:start()")
         wait_running(vm, "xb_sender")
-        # The perf path reads live (with BPF capture nothing is: see
-        # test_capture.py)
-        r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", "perf")
+        # The perf path reading live later (with BPF capture, or read at
+        # the sample, nothing is: see test_capture.py)
+        r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", "perf", "--perf-read", "later")
         m = re.search(r"^skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
                       r"max (\d+)  \((\d+) samples\); discarded as too stale \(> ([0-9.]+) ms\): (\d+)$",
                       r.out, re.M)

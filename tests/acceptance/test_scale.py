@@ -208,7 +208,8 @@ def test_memory_flat_per_sample(target):
         # 25 s; on a loaded machine (the VM gets less CPU, so fewer
         # samples) once more for 50 s
         for secs in (25, 50):
-            seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf", "-d",
+            seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "4000", "--capture", "perf",
+                                          "--perf-read", "later", "-d",
                                           str(secs), "-t", "5", str(vm.pid)], secs - 1, 1, timeout=60)
             check(rc == 0, "exit %s" % rc, err[-2000:])
             st = re.search(r"received (\d+), processed (\d+)", err)

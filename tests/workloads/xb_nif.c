@@ -60,8 +60,21 @@ __attribute__((noinline)) unsigned long xb_nif_spin(long us)
 	return x;
 }
 
+/* Its frame holds 8 KiB, touched, so the thread runs that far below the
+ * top of its stack on resident pages, and every sample's user-stack copy
+ * (16 KiB asked for) is full: a thread that is not a scheduler starts with
+ * a small ring, and such samples fill it past half within one drain
+ * interval, which is what makes erlang-sample give it a big one
+ * (test_nif_loaded_after_attach: "rings enlarged").  Without it the kernel
+ * copied only up to the first page not yet faulted in (it cannot fault in
+ * the sampling interrupt), a few hundred bytes to a few KiB, and whether
+ * the small ring ever got half full depended on the drain loop being late
+ * (an ASan run beside another test: never). */
 __attribute__((noinline)) void *xb_nif_thread_burn(void *arg)
 {
+	volatile char frame[8 << 10];
+	for (size_t i = 0; i < sizeof(frame); i += 64) /* its pages resident: the kernel */
+		frame[i] = 0;                           /* copies no page it would fault in */
 	unsigned long x = (unsigned long)arg;
 	while (!stop_flag)
 		x = xb_nif_work(x);
