@@ -60,8 +60,15 @@ bad=""
 for o in $OUTPUTS; do
 	[ -x "$dir/$o" ] || bad="$bad $dir/$o(missing)"
 done
-left=$(ninja -C "$dir" -n 2>&1 | grep '^\[' | head -n 3 || true)
-[ -z "$left" ] || bad="$bad (ninja still has work: $left)"
+# (The dry run's own exit status counts: a ninja -n that fails -- a broken
+# build.ninja, a missing rule -- cannot say the build is current.)
+dry="$dir/build.sh.dry-run.log"
+if ninja -C "$dir" -n >"$dry" 2>&1; then
+	left=$(grep '^\[' "$dry" | head -n 3 || true)
+	[ -z "$left" ] || bad="$bad (ninja still has work: $left)"
+else
+	bad="$bad (ninja -n, the staleness check, FAILED: $(grep -v '^\[' "$dry" | tail -n 3 | tr '\n' ' '))"
+fi
 if [ -n "$bad" ]; then
 	echo "build.sh: build of $dir incomplete:$bad" >&2
 	exit 1

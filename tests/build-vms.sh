@@ -4,11 +4,14 @@
 # Debian 12 machine with no manual steps.
 #
 #   tests/build-vms.sh default   OTP 25 emu + jit beams with DWARF, installed into
-#                                copies of Debian's /usr/lib/erlang:
+#                                copies of Debian's /usr/lib/erlang, and an OTP 29
+#                                slim -g build with its stripped sibling (the
+#                                debuginfod test of the default suite):
 #                                  otp25-emu-dwarf  otp25-jit-dwarf
-#   tests/build-vms.sh matrix    default + OTP 27 and OTP 29 slim -g builds and a
-#                                stripped sibling of each of the four:
-#                                  otp27-jit  otp29-jit  <each>-stripped
+#                                  otp29-jit  otp29-jit-stripped
+#   tests/build-vms.sh matrix    default + OTP 27 and a stripped sibling of
+#                                each of the OTP 25 and 27 builds:
+#                                  otp27-jit  <each>-stripped
 #
 # Environment:
 #   EXTROSPECT_VM_CACHE   cache root (default /var/cache/extrospect-beam)
@@ -326,12 +329,39 @@ ensure_source() {
         fi
         warn "OTP $major: erlang=$v could not be downloaded (see $LOGS/otp$major-source.log); trying the next lower version"
     done
-    [[ -n $SRC_VERSION ]] || {
+    if [[ -z $SRC_VERSION ]]; then
+        # The mirror may serve a source package's upstream tarball but not
+        # its .dsc and Debian diff (seen: trixie's 27.3.4.1+dfsg-1+deb13u4,
+        # both 404).  That tarball is Debian's own (+dfsg) upstream source:
+        # build from it, without Debian's patches (packaging and paths, not
+        # the VM's code), rather than not at all.
+        for v in "${versions[@]}"; do
+            local up=${v#*:}
+            up=${up%-*}
+            if [[ -f $SRC/erlang_$up.orig.tar.xz ]]; then
+                warn "OTP $major: only Debian's upstream tarball erlang_$up.orig.tar.xz could be downloaded (no .dsc/diff on this mirror): building it without Debian's patches"
+                SRC_VERSION=$v
+                extract_orig "$major" "$v" "$SRC/erlang_$up.orig.tar.xz"
+                stage_end
+                return 0
+            fi
+        done
         tail -n 30 "$LOGS/otp$major-source.log" | sed 's/^/    /' >&2
         die "OTP $major: no source version could be downloaded"
-    }
+    fi
     extract_source "$major" "$SRC_VERSION"
     stage_end
+}
+
+# extract_orig MAJOR VERSION TARBALL: $SRC/otp-MAJOR from Debian's upstream
+# tarball alone (no debian/ directory: GEN_OPT_FLGS falls back to -O2).
+extract_orig() {
+    local major=$1 version=$2 orig=$3 tree=$SRC/otp-$1
+    rm -rf "$tree" "$tree.tmp"
+    mkdir -p "$tree.tmp"
+    run "otp$major-source" tar -xf "$orig" -C "$tree.tmp" --strip-components=1
+    printf '%s (upstream tarball, no Debian patches)\n' "$version" >"$tree.tmp/.extrospect-source"
+    mv "$tree.tmp" "$tree"
 }
 
 # extract_source MAJOR VERSION: (re)create $SRC/otp-MAJOR from the downloaded
@@ -353,8 +383,9 @@ extract_source() {
 # pointers in C) would differ from Debian's beam.smp.  $(OPTIMIZATION) is -O2
 # on amd64 (-O1 only on armel).
 debian_gen_opt_flgs() {
-    local tree=$1 raw
-    raw=$(sed -n -E 's/^GEN_OPT_FLGS[[:space:]]*[:+]?=[[:space:]]*//p' "$tree/debian/rules" | tail -n1)
+    local tree=$1 raw=
+    [[ -f $tree/debian/rules ]] &&
+        raw=$(sed -n -E 's/^GEN_OPT_FLGS[[:space:]]*[:+]?=[[:space:]]*//p' "$tree/debian/rules" | tail -n1)
     # shellcheck disable=SC2016  # literal make variable references
     raw=${raw//'$(OPTIMIZATION)'/-O2}
     # shellcheck disable=SC2016
@@ -684,7 +715,7 @@ make_stripped() {   # BASE-NAME
 
 usage() {
     echo "usage: $0 default|matrix" >&2
-    echo "  default: otp25-emu-dwarf otp25-jit-dwarf" >&2
+    echo "  default: otp25-emu-dwarf otp25-jit-dwarf otp29-jit otp29-jit-stripped (the debuginfod test)" >&2
     echo "  matrix:  default + otp27-jit otp29-jit and a -stripped copy of each of the four" >&2
     echo "  cache root: \$EXTROSPECT_VM_CACHE (default /var/cache/extrospect-beam)" >&2
     exit 2
@@ -693,7 +724,10 @@ usage() {
 [[ $# == 1 ]] || usage
 MODE=$1
 case $MODE in
-    default) WANT=(otp25-emu-dwarf otp25-jit-dwarf) ;;
+    # otp29-jit and its stripped copy: the default suite's debuginfod test
+    # (test_debuginfod.py) serves the one's DWARF to the tool looking at
+    # the other, which names none of its internal functions.
+    default) WANT=(otp25-emu-dwarf otp25-jit-dwarf otp29-jit otp29-jit-stripped) ;;
     matrix) WANT=(otp25-emu-dwarf otp25-jit-dwarf otp27-jit otp29-jit
                   otp25-emu-dwarf-stripped otp25-jit-dwarf-stripped
                   otp27-jit-stripped otp29-jit-stripped) ;;

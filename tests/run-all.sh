@@ -8,17 +8,26 @@
 #   ./tests/run-all.sh --suite package  the Debian package: scripts/build-deb.sh,
 #                                       installed into a clean debootstrapped
 #                                       root (cached) and run there
+#   ./tests/run-all.sh --suite fuzz     long fuzzing: every libFuzzer target
+#                                       120 s (tests/fuzz/build.sh) and 60 s
+#                                       of corrupted reads of real VMs
+#   ./tests/run-all.sh --suite soak     a 10-minute 997 Hz run, RSS and fds
+#                                       watched
 #
 # Needs root on a fresh Debian 12 machine (apt-get; the tools read other
 # processes' memory).  Steps:
 #   1. apt-get install the packages below that are missing (apt-get update
 #      first, only if something is missing)
 #   2. ./build.sh, and for the default suite XB_SANITIZE=1 ./build.sh
-#   3. tests/build-vms.sh default   (cached under /var/cache/extrospect-beam)
-#   4. default suite only: tests/mutation-check.sh (< 1 min: the suite must
-#      fail on a compile error and on three deliberately broken tools);
+#   3. tests/build-vms.sh default   (cached under /var/cache/extrospect-beam;
+#      matrix: tests/build-vms.sh matrix; fuzz and soak run on the default
+#      targets; package: the stock VM only)
+#   4. default suite only: tests/mutation-check.sh (about 3 minutes: the
+#      suite must fail on a compile error and on four deliberately broken
+#      tools);
 #      XB_NO_MUTATION=1 leaves it out; a failure is counted in the summary
-#   5. python3 tests/run.py --strict --suite default --asan
+#   5. python3 tests/run.py --strict --suite default --asan --asan-capture perf
+#      (the sanitizer pass on the perf path, the plain one on the default)
 #      (last line: "N passed, N failed, N skipped"); --strict: a skip without a
 #      documented, target-specific reason, a target that is not built, or a
 #      run with nothing in it is a failure
@@ -55,21 +64,27 @@ fi
 
 suite=default
 if [[ ${1:-} == --suite ]]; then
-    suite=${2:?--suite needs default, matrix or package}
+    suite=${2:?--suite needs default, matrix, package, fuzz or soak}
     shift 2
 fi
 case $suite in
-    default) extra=(--strict --asan --asan-jobs 2) ;;
+    # the sanitizer pass on the perf path (the plain one takes the default,
+    # BPF where the kernel allows it): each capture path runs the suite
+    default) extra=(--strict --jobs 2 --asan --asan-jobs 2 --asan-capture perf) ;;
     matrix) extra=(--strict --table) ;;
-    package) extra=(--strict) ;;
-    *) echo "run-all.sh: --suite is default, matrix or package, not '$suite'" >&2; exit 2 ;;
+    package | fuzz | soak) extra=(--strict) ;;
+    *) echo "run-all.sh: --suite is default, matrix, package, fuzz or soak, not '$suite'" >&2; exit 2 ;;
 esac
 
 ./build.sh
 if [[ $suite == default ]]; then
     XB_SANITIZE=1 ./build.sh   # the suite runs again under ASan/UBSan
 fi
-[[ $suite == package ]] || tests/build-vms.sh "$suite"   # package: the stock VM only
+case $suite in
+    package) ;;                                   # the stock VM only
+    matrix) tests/build-vms.sh matrix ;;
+    *) tests/build-vms.sh default ;;              # default, fuzz, soak
+esac
 
 mutation_failed=0
 if [[ $suite == default && ${XB_NO_MUTATION:-0} != 1 && $# -eq 0 ]]; then

@@ -3,7 +3,8 @@
 
     python3 tests/run.py [--suite default|matrix|package|soak|fuzz] [-k SUBSTR] [--vm NAME]...
                          [--timeout SECONDS] [--table] [--no-unit] [--list]
-                         [--asan [--asan-all] [--asan-jobs N]] [--strict]
+                         [--asan [--asan-all] [--asan-jobs N]] [--strict] [--jobs N]
+                         [--capture bpf|perf] [--asan-capture bpf|perf]
 
 Suites (which VM targets the per-VM tests run against):
     default   stock (Debian's /usr/bin/erl), otp25-emu-dwarf, otp25-jit-dwarf
@@ -48,6 +49,16 @@ N processes at once (run-all.sh: 2), each with every N-th test.  Wall-clock
 limits are scaled (xbtest.time_scale) and time limits doubled.  Under every run, each test's tools write sanitizer reports to a
 directory of the test (ASAN_OPTIONS/UBSAN_OPTIONS log_path), and any report
 there fails the test, also from tools started in the background.
+
+--jobs N: the plain pass's tests as N run.py processes at once (each with
+every N-th test and its own run directory), after the tests marked @alone,
+which run first with nothing beside them.
+
+--capture PATH: erlang-sample takes that capture path wherever a test does
+not name one (EXTROSPECT_CAPTURE); --asan-capture PATH: the same for the
+sanitizer pass only.  run-all.sh: --asan-capture perf, so the plain pass
+runs every test on the default path (BPF, where the kernel allows it) and
+the sanitized pass on the perf path.
 
 Output: one line per result:
     PASS name[vm] (1.2s)
@@ -355,14 +366,14 @@ def run_item(item, run_dir, strict=False):
 # C unit tests
 
 def unit_case_ids():
-    """unit.NAME of every case tests/unit/test_unit.c runs (its run_case
-    calls), for -k before anything runs."""
-    try:
-        with open(os.path.join(HERE, "unit", "test_unit.c")) as f:
-            src = f.read()
-    except OSError:
-        return ["unit"]
-    import re
+    """unit.NAME of every case the unit tests run (the run_case calls of
+    tests/unit/*.c), for -k before anything runs."""
+    src = ""
+    unit_dir = os.path.join(HERE, "unit")
+    for name in sorted(os.listdir(unit_dir)) if os.path.isdir(unit_dir) else ():
+        if name.endswith(".c"):
+            with open(os.path.join(unit_dir, name)) as f:
+                src += f.read()
     return ["unit"] + ["unit." + n for n in re.findall(r'run_case\("([^"]+)"', src)]
 
 
@@ -473,26 +484,35 @@ def run_and_emit(item, run_dir, counts, strict):
     counts.add(res["status"], tname)
 
 
-def run_shards(args, counts):
-    """The sanitizer pass as args.asan_jobs processes of this script at
-    once (--asan-shard I/N: every N-th sanitized test from the I-th), each
-    with its own run directory; their output is printed after them, shard
-    by shard, and their summary lines added to COUNTS.  The sanitized tests
-    are those whose timing the machine's load does not decide (timing
-    tests are @no_asan), and they run with scaled limits."""
+def run_shards(args, counts, kind="asan"):
+    """A pass as N processes of this script at once, each with its own run
+    directory; their output is printed after them, shard by shard, and
+    their summary lines added to COUNTS.
+      kind "asan": the sanitizer pass, args.asan_jobs processes
+        (--asan-shard I/N: every N-th sanitized test from the I-th).  The
+        sanitized tests are those whose timing the machine's load does not
+        decide (timing tests are @no_asan), and they run with scaled limits.
+      kind "plain": the plain pass's tests that are not @alone, args.jobs
+        processes (--plain-shard I/N), while nothing else runs."""
     argv = [sys.executable, os.path.abspath(__file__), "--suite", args.suite,
             "--timeout", str(args.timeout)]
     for k in args.ksubs or ():
         argv += ["-k", k]
     for v in args.vm or ():
         argv += ["--vm", v]
-    for flag, on in (("--no-unit", args.no_unit), ("--strict", args.strict),
-                     ("--asan-all", args.asan_all)):
+    flags = (("--no-unit", args.no_unit), ("--strict", args.strict), ("--asan-all", args.asan_all))
+    if kind == "plain":
+        flags = (("--no-unit", True), ("--strict", args.strict))
+    for flag, on in flags:
         if on:
             argv.append(flag)
-    n = args.asan_jobs
+    opts = (("--capture", args.capture), ("--asan-capture", args.asan_capture))
+    for opt, val in opts if kind == "asan" else opts[:1]:
+        if val:
+            argv += [opt, val]
+    n = args.asan_jobs if kind == "asan" else args.jobs
     outs = [tempfile.TemporaryFile() for _ in range(n)]
-    procs = [subprocess.Popen(argv + ["--asan-shard", "%d/%d" % (i, n)], stdout=outs[i],
+    procs = [subprocess.Popen(argv + ["--%s-shard" % kind, "%d/%d" % (i, n)], stdout=outs[i],
                               stderr=subprocess.STDOUT) for i in range(n)]
     for p in procs:
         p.wait()
@@ -512,7 +532,7 @@ def run_shards(args, counts):
             counts.failed += int(m.group(2))
             counts.skipped += int(m.group(3))
         else:
-            print("FAIL sanitizer shard %d/%d: exit %s without a summary line" % (i, n, procs[i].returncode),
+            print("FAIL %s shard %d/%d: exit %s without a summary line" % (kind, i, n, procs[i].returncode),
                   flush=True)
             counts.failed += 1
 
@@ -541,11 +561,29 @@ def main():
                     help="with --asan: run the sanitizer pass as N processes at once (each a "
                          "share of its tests; their results printed after them)")
     ap.add_argument("--asan-shard", metavar="I/N", help=argparse.SUPPRESS)
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run the plain pass's tests as N processes at once (each a share of "
+                         "them), except those marked @alone (timing, saturation, real-time "
+                         "witnesses), which run first with nothing beside them")
+    ap.add_argument("--plain-shard", metavar="I/N", help=argparse.SUPPRESS)
+    ap.add_argument("--capture", choices=["bpf", "perf"],
+                    help="the capture path erlang-sample takes where a test does not say "
+                         "(EXTROSPECT_CAPTURE): --capture perf runs the suite on the perf path")
+    ap.add_argument("--asan-capture", choices=["bpf", "perf"],
+                    help="the same for the sanitizer pass only (run-all.sh: perf, so that the "
+                         "plain pass runs the default path, BPF here, and the sanitized one the "
+                         "perf path with its reader threads)")
     ap.add_argument("--strict", action="store_true",
                     help="CI mode: undocumented skips, targets not built and tests no target "
                          "runs are failures")
     args = ap.parse_args()
-    shard = None
+    shard = pshard = None
+    if args.plain_shard:
+        # a share of the plain pass's shared tests, for --jobs: nothing else
+        i, n = (int(x) for x in args.plain_shard.split("/"))
+        pshard = (i, n)
+        args.asan = False
+        args.no_unit = True
     if args.asan_shard:
         # a share of the sanitizer pass, for --asan-jobs: no plain pass
         i, n = (int(x) for x in args.asan_shard.split("/"))
@@ -569,6 +607,8 @@ def main():
 
     run_dir = tempfile.mkdtemp(prefix="xbrun-")
     os.environ["XB_RUN_DIR"] = run_dir
+    if args.capture:
+        os.environ["EXTROSPECT_CAPTURE"] = args.capture
     if args.strict:
         os.environ["XB_STRICT"] = "1"
     counts = Counts()
@@ -600,8 +640,24 @@ def main():
                          if t.present else "not available") for t in targets), flush=True)
         if not args.no_unit and shard is None:
             run_unit(args.ksubs, counts)
-        for item in items if shard is None else ():
-            run_and_emit(item, run_dir, counts, args.strict)
+
+        def shared(item):
+            """May run beside another test (--jobs): not @alone, and runs."""
+            return not (item.fail or item.skip or getattr(item.fn, "xb_alone", None))
+        if pshard is not None:
+            k = -1
+            for item in items:
+                if shared(item):
+                    k += 1
+                    if k % pshard[1] == pshard[0]:
+                        run_and_emit(item, run_dir, counts, args.strict)
+        elif shard is None:
+            parallel = args.jobs > 1
+            for item in items:
+                if not (parallel and shared(item)):
+                    run_and_emit(item, run_dir, counts, args.strict)
+            if parallel and any(shared(i) for i in items):
+                run_shards(args, counts, "plain")
         if args.asan and args.asan_jobs > 1 and shard is None:
             run_shards(args, counts)
         elif args.asan:
@@ -610,6 +666,8 @@ def main():
             # built to abort).  Slower tools: wall-clock limits scaled.
             os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
             os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            if args.asan_capture:
+                os.environ["EXTROSPECT_CAPTURE"] = args.asan_capture
             if not args.no_unit and (shard is None or shard[0] == 0):
                 run_unit(args.ksubs, counts, "@asan")
             # Each test once under the sanitizers: on the interpreter
@@ -659,7 +717,7 @@ def main():
     if args.table or args.suite == "matrix":
         print_table(targets, counts)
     failed = counts.failed
-    if counts.passed == 0 and not args.asan_shard:
+    if counts.passed == 0 and not (args.asan_shard or args.plain_shard):
         print("run.py: no test passed (%d skipped, %d failed): that is a failure"
               % (counts.skipped, counts.failed), flush=True)
         failed += 1 if not counts.failed else 0

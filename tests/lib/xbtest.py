@@ -152,7 +152,29 @@ SKIP_REASONS = {
         "the test needs root (CI runs as root)",
         lambda t: os.geteuid() != 0,
         False),
+    "no-bpf": (
+        "the kernel refuses the BPF capture program (no CAP_BPF, a kernel older than 5.8, "
+        "lockdown); the perf path's half of the test ran (CI's kernel loads it)",
+        lambda t: bpf_refused() is not None,
+        False),
 }
+
+
+_BPF_REFUSED = []
+
+
+def bpf_refused():
+    """Why this machine refuses the BPF capture program, or None when it
+    loads (tests/tools/bpf_capture_check --open-only; asked once)."""
+    if not _BPF_REFUSED:
+        tool = os.path.join(build_dir(), "tests", "tools", "bpf_capture_check")
+        try:
+            r = subprocess.run([tool, "--open-only", "1"], capture_output=True, text=True, timeout=30)
+            why = None if r.returncode == 0 else (r.stderr.strip() or "exit %d" % r.returncode)
+        except OSError as e:
+            why = str(e)
+        _BPF_REFUSED.append(why)
+    return _BPF_REFUSED[0]
 
 
 def skip_because(key, target=None, detail=""):
@@ -226,6 +248,18 @@ def asan(reason):
     --asan-all (the matrix) it runs every test."""
     def deco(fn):
         fn.xb_asan = reason
+        return fn
+    return deco
+
+
+def alone(reason):
+    """Run this test with no other test beside it when the plain pass runs
+    tests in parallel (run.py --jobs N): REASON says what a neighbour would
+    change (a saturated machine it makes or needs idle, a latency it
+    measures, real-time witnesses a neighbour's SCHED_FIFO threads would
+    preempt)."""
+    def deco(fn):
+        fn.xb_alone = reason
         return fn
     return deco
 
