@@ -8,15 +8,21 @@ Saturates the machine (HOGS busy loops per core, outside the VM, default 2)
 and starts a VM (2 schedulers) running the 75/25 split (xb_split) next to
 the broker (xb_broker: gen_server calls and casts of mid-sized terms), then
 runs ROUNDS rounds of one erlang-sample --capture perf run per setting,
-shuffled per round (seeded, printed):
+shuffled per round (seeded, printed).  The drain loop's settings are
+compared reading later (--perf-read later: the live read comes from the
+drain loop, so how it gets the CPU decides the skid), and next to them the
+perf path's default, reading at the moment of the sample:
 
-  default       SCHED_FIFO 1 in bursts of at most 2 ms, then nice -10;
-                rings drained on a timer (5 ms for a JIT, 2 ms for the
-                interpreter), never woken per sample
+  default       --perf-read later: SCHED_FIFO 1 in bursts of at most 2 ms,
+                then nice -10; rings drained on a timer (5 ms for a JIT,
+                2 ms for the interpreter), never woken per sample
   no-realtime   --no-realtime: the same timer at normal priority
   drain-1       --drain-ms 1: the default priority, drained every 1 ms
   drain-10      --drain-ms 10
   wakeup-1      --wakeup 1: woken by the kernel after every sample
+  at-sample     --perf-read sample (the perf path's default where
+                SCHED_FIFO is allowed): a reader per CPU copies each
+                sample's process and stack before the thread runs on
 
 For each run: samples the kernel lost; samples whose callers could not be
 read ([callers unknown]: the process was switched out or moved before the
@@ -48,12 +54,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import xbtest  # noqa: E402
 import xbsample  # noqa: E402
 
+LATER = ["--perf-read", "later"]
 SETTINGS = [
-    ("default", []),
-    ("no-realtime", ["--no-realtime"]),
-    ("drain-1", ["--drain-ms", "1"]),
-    ("drain-10", ["--drain-ms", "10"]),
-    ("wakeup-1", ["--wakeup", "1"]),
+    ("default", LATER),
+    ("no-realtime", LATER + ["--no-realtime"]),
+    ("drain-1", LATER + ["--drain-ms", "1"]),
+    ("drain-10", LATER + ["--drain-ms", "10"]),
+    ("wakeup-1", LATER + ["--wakeup", "1"]),
+    ("at-sample", ["--perf-read", "sample"]),
 ]
 ROW = re.compile(r"^\s*(\d+)\s+(.+?)\s+(\d+\.\d+)%\s+(\[.*\])$")
 SKID = re.compile(r"^skid \(sample -> VM memory read, us\): p50 (\d+)\s+p90 (\d+)\s+p99 (\d+)", re.M)

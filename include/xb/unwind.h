@@ -4,8 +4,9 @@
 #ifndef XB_UNWIND_H
 #define XB_UNWIND_H
 
+#include "xb/remote.h"
 #include "xb/sampler.h"
-#include "xb/vm.h"
+#include "xb/symbols.h"
 
 #define XB_MAX_NATIVE 128
 
@@ -32,7 +33,10 @@ struct xb_unwind {
 typedef bool (*xb_is_erlang_pc)(void *arg, uint64_t pc);
 
 struct xb_unwinder {
-	struct xb_vm *vm;
+	/* Plumbing only (no BEAM here): the process's memory and maps, and
+	 * its modules as libdwfl knows them. */
+	struct xb_remote *mem;
+	struct xb_symbols *syms;
 	const struct xb_sample *cur;
 	struct xb_unwind *out;
 	xb_is_erlang_pc is_erlang;
@@ -49,8 +53,11 @@ struct xb_unwinder {
 	bool rbx_known;
 };
 
-int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,
-		     unsigned max_depth);
+/* Attach libdwfl's unwinder to process PID through the main executable's
+ * module MAIN (its ELF says the architecture); MEM and SYMS stay the
+ * caller's. */
+int xb_unwinder_init(struct xb_unwinder *u, struct xb_remote *mem, struct xb_symbols *syms, Dwfl_Module *main,
+		     pid_t pid, xb_is_erlang_pc f, void *arg, unsigned max_depth);
 /* Re-read the maps and bring libdwfl's modules up to date: libraries
  * mapped since we attached, and ones unmapped or replaced (a NIF library
  * unloaded, another mapped at its address).  Rate-limited (100 ms); called

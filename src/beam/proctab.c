@@ -667,7 +667,7 @@ static void wait_gc_done(struct xb_ptab *t, uint32_t slot)
 	uint64_t addr;
 	uint32_t st;
 	usleep(1000);
-	for (int i = 0; i < 50; i++) {
+	for (int i = 0; i < 50 && !xb_interrupted; i++) { /* (^C: within 5 ms) */
 		if (xb_read_u64(&t->vm->mem, t->tab + (uint64_t)slot * 8, &addr) < 0 || !addr ||
 		    addr == t->invalid ||
 		    xb_read_u32(&t->vm->mem, addr + (uint64_t)off(t, XB_F_PROC_STATE), &st) < 0 || !(st & PSFLG_GC))

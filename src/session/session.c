@@ -296,7 +296,8 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 	if (o->force_reg[2] >= 0)
 		s->es.regs.I = o->force_reg[2];
 	s->started = true;
-	if (xb_unwinder_init(&s->uw, &s->vm, xb_estate_is_erlang_pc, &s->es, o->max_depth) < 0)
+	if (xb_unwinder_init(&s->uw, &s->vm.mem, &s->vm.syms, s->vm.beam->mod, s->vm.pid, xb_estate_is_erlang_pc,
+			     &s->es, o->max_depth) < 0)
 		return -1;
 	xb_profile_init(&s->prof);
 	xb_frames_init(&s->fr, &s->vm, &s->cm, &s->prof, o->include_kernel);

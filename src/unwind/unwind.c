@@ -38,7 +38,7 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	(void)dwfl;
 	struct xb_unwinder *u = arg;
 	if (blocked.remote) /* no copy: the thread is blocked, its stack is stable */
-		return xb_read_u64(&u->vm->mem, addr, result) == 0;
+		return xb_read_u64(u->mem, addr, result) == 0;
 	const struct xb_sample *s = u->cur;
 	uint64_t sp = s->regs[XB_PREG_SP];
 	if (s->stack && addr >= sp && addr + 8 <= sp + s->stack_size) {
@@ -75,17 +75,18 @@ static const Dwfl_Thread_Callbacks callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-int xb_unwinder_init(struct xb_unwinder *u, struct xb_vm *vm, xb_is_erlang_pc f, void *arg,
-		     unsigned max_depth)
+int xb_unwinder_init(struct xb_unwinder *u, struct xb_remote *mem, struct xb_symbols *syms, Dwfl_Module *main,
+		     pid_t pid, xb_is_erlang_pc f, void *arg, unsigned max_depth)
 {
 	memset(u, 0, sizeof(*u));
-	u->vm = vm;
+	u->mem = mem;
+	u->syms = syms;
 	u->is_erlang = f;
 	u->is_erlang_arg = arg;
 	u->max_depth = max_depth > XB_MAX_NATIVE ? XB_MAX_NATIVE : max_depth;
 	GElf_Addr bias;
-	Elf *elf = dwfl_module_getelf(vm->beam->mod, &bias);
-	if (!dwfl_attach_state(vm->syms.dwfl, elf, vm->pid, &callbacks, u))
+	Elf *elf = dwfl_module_getelf(main, &bias);
+	if (!dwfl_attach_state(syms->dwfl, elf, pid, &callbacks, u))
 		return xb_fail("libdwfl cannot unwind this process: %s", dwfl_errmsg(-1));
 	u->attached = true;
 	return 0;
@@ -156,14 +157,13 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 
 bool xb_unwinder_refresh_modules(struct xb_unwinder *u)
 {
-	struct xb_vm *vm = u->vm;
 	uint64_t now = xb_now_ns();
 	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
 		return false;
 	u->last_module_scan_ns = now;
-	if (xb_remote_refresh(&vm->mem, true) < 0)
+	if (xb_remote_refresh(u->mem, true) < 0)
 		return false;
-	int n = xb_symbols_refresh(&vm->syms, &vm->mem.maps);
+	int n = xb_symbols_refresh(u->syms, &u->mem->maps);
 	if (n <= 0)
 		return false;
 	u->modules_changed += (uint64_t)n;
@@ -184,8 +184,8 @@ static int prewarm_module(Dwfl_Module *mod, void **userdata, const char *name, D
 
 void xb_unwinder_prewarm(struct xb_unwinder *u)
 {
-	if (u->vm && u->vm->syms.dwfl)
-		dwfl_getmodules(u->vm->syms.dwfl, prewarm_module, NULL, 0);
+	if (u->syms && u->syms->dwfl)
+		dwfl_getmodules(u->syms->dwfl, prewarm_module, NULL, 0);
 }
 
 /* An unwind that stopped at a pc outside every module libdwfl knows: maybe
@@ -194,16 +194,15 @@ void xb_unwinder_prewarm(struct xb_unwinder *u)
  * worth repeating. */
 static bool new_module_at(struct xb_unwinder *u, const struct xb_unwind *out, uint64_t ip)
 {
-	struct xb_vm *vm = u->vm;
 	/* The first pc no module covers (libdwfl's frame-pointer fallback
 	 * may have added junk after it). */
 	uint64_t pc = 0;
 	for (unsigned k = 0; k < out->n && !pc; k++)
-		if (!xb_symbols_module_at(&vm->syms, out->pcs[k]))
+		if (!xb_symbols_module_at(u->syms, out->pcs[k]))
 			pc = out->pcs[k];
-	if (!out->n && !xb_symbols_module_at(&vm->syms, ip))
+	if (!out->n && !xb_symbols_module_at(u->syms, ip))
 		pc = ip; /* no frame at all: the sampled pc itself */
-	return pc && xb_unwinder_refresh_modules(u) && xb_symbols_module_at(&vm->syms, pc);
+	return pc && xb_unwinder_refresh_modules(u) && xb_symbols_module_at(u->syms, pc);
 }
 
 static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)
@@ -212,7 +211,7 @@ static void run(struct xb_unwinder *u, pid_t tid, struct xb_unwind *out)
 	out->stop = XB_UW_TRUNCATED;
 	u->out = out;
 	u->rbx_known = false;
-	int r = dwfl_getthread_frames(u->vm->syms.dwfl, tid, frame_cb, u);
+	int r = dwfl_getthread_frames(u->syms->dwfl, tid, frame_cb, u);
 	if (r == 0 && out->stop == XB_UW_TRUNCATED)
 		out->stop = XB_UW_END;
 	/* r == -1 with stop unchanged: unwinding failed part-way. */

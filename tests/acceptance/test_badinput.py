@@ -7,12 +7,13 @@ capability that is missing (issue 15).
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 from xbtest import (asan, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip, skip_because,
-                    tmpdir)
+                    time_scale, tmpdir, tool_path)
 
 SAMPLE = "erlang-sample"
 PERFMAP = "erlang-write-perf-map"
@@ -200,3 +201,29 @@ def test_privilege_messages_name_the_missing_capability():
         own.wait()
     for l in results:
         log(l[:250])
+
+
+@per_vm(only=["stock"])
+@asan("write errors of every tool and mode")
+def test_write_errors_every_tool(target):
+    """Standard output on a full disk (/dev/full), every tool and mode that
+    writes there: exit 1 and one line saying the write failed (issue 11:
+    "write errors exit non-zero"; erlang-sample's profile formats have
+    their own test in test_outputs)."""
+    runs = [(SAMPLE, ["--pstack"]), (SAMPLE, ["--check"]), (SAMPLE, ["--dump"]),
+            (SAMPLE, ["-d", "1", "--format", "folded"]), (SAMPLE, ["-d", "1", "--schedulers"]),
+            (HEAP, []), (HEAP, ["--alloc"]), (HEAP, ["--contents", "xb_ctl"]),
+            (HEAP, ["--interval", "0.3", "--count", "2"]), (PERFMAP, ["-o", "-"])]
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        for tool, args in runs:
+            what = "%s %s > /dev/full" % (tool, " ".join(args))
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([tool_path(tool)] + args + [str(vm.pid)], stdout=full, stderr=subprocess.PIPE,
+                                   timeout=60 * time_scale())
+            err = p.stderr.decode(errors="replace")
+            lines = [l for l in err.splitlines() if l.strip()]
+            check(p.returncode == 1, "%s: exit %d" % (what, p.returncode), err)
+            check(len(lines) == 1 and re.search(r"writ(e|ing)", lines[0]), "%s: not one line saying the write "
+                  "failed" % what, err)
+        log("%d runs with standard output on /dev/full: exit 1, one line each" % len(runs))

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 from xbtest import (alone, asan, bpf_refused, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip_because,
                     spawn_tool, timeout, tmpdir)
@@ -236,7 +235,7 @@ def test_bpf_capture_exact_deep_chain(target):
     the deep chain (a->b->c->d->leaf) is complete and exact."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         ok, why = bpf_usable(vm)
         if not ok:
             skip_because("no-bpf", target, why)
@@ -314,7 +313,8 @@ def test_perf_reads_at_the_sample_exact_deep_chain(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         vm.eval("xb_broker:start(2, 4, 2)")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
+        wait_running(vm, "xb_queue_1")
         d = tmpdir()
         res = {}
         with Hogs():
@@ -363,7 +363,7 @@ def test_nothing_lost_at_start(target):
     whatever the load (setup takes 0.3-1 s on a saturated machine: -vv)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_broker:start()")
-        time.sleep(1.0)
+        wait_running(vm, "xb_queue_1")
         ok_bpf, _ = bpf_usable(vm)
         with Hogs():
             rec = lost = 0
@@ -387,11 +387,20 @@ def test_nothing_lost_at_start(target):
 @per_vm(only=["stock"])
 @asan("the capture fallback without CAP_BPF")
 def test_capture_fallback(target):
-    """--capture perf, and BPF refused (no CAP_BPF): the perf path works as
-    before and one -v line says BPF was not used and why."""
+    """The default (auto) takes BPF where it loads; --capture perf, and BPF
+    refused (no CAP_BPF): the perf path works as before and one -v line
+    says BPF was not used and why."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
-        time.sleep(0.3)
+        wait_running(vm, "xb_split")
+        # auto, where BPF loads (as root here; CI's kernel takes it), is
+        # BPF: a fallback to perf there would pass every other test.  (Asked
+        # for by name: the sanitizer pass sets EXTROSPECT_CAPTURE=perf for
+        # runs that name no path.)
+        refused = bpf_refused()
+        r, st = sample_v(vm, "-d", "1", "--capture", "auto")
+        check(st["capture"] == ("perf" if refused else "bpf"), "auto took %s (BPF %s)"
+              % (st["capture"], "refused: %s" % refused if refused else "loads here"), r.err)
         r, st = sample_v(vm, "-d", "1", "--capture", "perf")
         check(st["capture"] == "perf", "capture %s with --capture perf" % st["capture"], r.err)
         check(re.search(r"capture perf \(--capture perf; reads at the moment of the sample: \d+ SCHED_FIFO "
@@ -414,6 +423,8 @@ def test_capture_fallback(target):
         check(st["processed"] >= 0.95 * st["received"], "processed %d of %d"
               % (st["processed"], st["received"]), r.err)
         log(lines[0][:200])
+        if refused:
+            skip_because("no-bpf", target, refused)
 
 
 # --------------------------------------------------------------------------
@@ -465,7 +476,7 @@ def test_broker_next_to_perf(target):
     with VM(target, extra, schedulers=2) as vm:
         try:
             vm.eval("xb_broker:start()")
-            time.sleep(1.5)
+            wait_running(vm, "xb_queue_1")
             ok_bpf, why = bpf_usable(vm)
             paths = (["bpf"] if ok_bpf else []) + ["perf"]
             for cap in paths:
@@ -493,6 +504,15 @@ def test_broker_next_to_perf(target):
                           "the perf path did not read at the moment of the sample", r.err)
                 ours = our_leaf_shares(table(r.out), proc)
                 n, theirs = perf_leaf_shares(perf, data, vm.pid, target.jit)
+                # The broker copies enough for 1.5 points to tell an
+                # under-count (issue 16's broker: copy_struct_x 0.32 % against
+                # perf's 1.64 %, inside 1.5 points): perf sees 13-15 % and
+                # 9-10 % here; a workload that copied less would make the
+                # comparison weak, so it fails instead.
+                check(theirs["copy_struct_x"] >= 5 and theirs["size_object_x"] >= 3,
+                      "perf record: copy_struct_x %.2f %%, size_object_x %.2f %%: the broker no longer "
+                      "copies enough for the comparison to mean anything" % (theirs["copy_struct_x"],
+                                                                            theirs["size_object_x"]))
                 for k in ("copy_struct_x", "size_object_x", "Erlang code"):
                     check(abs(ours[k] - theirs[k]) <= 1.5,
                           "%s: %s %.2f %% in erlang-sample, %.2f %% in perf record (more than 1.5 "

@@ -312,6 +312,14 @@ def test_table_and_csv(target):
                       "current_function"} <= set(rd[0].keys()), "CSV header", r.out[:300])
         check(any(row["name"] == "xb_mem_queue" and row["message_queue_len"] == "500" for row in rd),
               "xb_mem_queue's 500 messages not in the CSV", r.out[:2000])
+        # -t N: the N largest, no more (the VM has ~40 processes)
+        check(len(rd) >= 20, "-t 0: only %d rows" % len(rd), r.out[:2000])
+        r = heapsample(vm, "--format", "csv", "-t", "3")
+        top3 = list(csv.DictReader(io.StringIO(r.out)))
+        largest = sorted(rd, key=lambda row: -int(row["memory_bytes"]))[:3]
+        check([row["name"] for row in top3] == [row["name"] for row in largest],
+              "-t 3: %r, the three largest of -t 0: %r" % ([row["name"] for row in top3],
+                                                            [row["name"] for row in largest]), r.out)
         log(lines[0])
         log(lines[1])
         log(lines[2])

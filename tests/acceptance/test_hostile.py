@@ -663,6 +663,40 @@ def test_sigint_within_100ms():
           (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][6], worst[0][3], worst[0][4], worst[0][5]))
 
 
+def test_heapsample_changing_processes_skipped_and_counted():
+    """erlang-heapsample never prints a process that changed under its
+    reads as fact (issue 12): fakebeam 'changing' has <0.5.0> as it is,
+    <0.6.0> caught in a garbage collection for good (ERTS_PSFLG_GC: read
+    again after waiting, then skipped), and <0.7.0> whose heap a thread
+    moves between two blocks of 64 words all the time.  In every run
+    <0.6.0> is not shown and is counted ("changed"), <0.7.0> is shown with
+    a consistent heap or counted, and the rows plus the counts are the
+    three processes."""
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    seen7 = 0
+    with Fixture(exe, "jit", "changing") as fx:
+        for _ in range(5):
+            r = run_tool(HEAP, "--format", "csv", str(fx.pid), timeout=30)
+            check(r.rc == 0, "erlang-heapsample on changing processes: exit %s" % r.rc, r.describe())
+            rows = {l.split(",")[0]: l.split(",") for l in r.out.splitlines()[1:] if l}
+            m = re.search(r"not shown: (\d+) processes changed \(garbage collected\) during both\s+reads, "
+                          r"(\d+) exited while read, (\d+) unreadable", r.err)
+            check(m, "no count of the processes not shown", r.err)
+            changed = int(m.group(1))
+            check("<0.5.0>" in rows and rows["<0.5.0>"][7] == "8192", "<0.5.0> (8192 heap words) not shown as "
+                  "it is", r.out)
+            check("<0.6.0>" not in rows, "<0.6.0>, in a garbage collection, shown as fact", r.out)
+            if "<0.7.0>" in rows:
+                seen7 += 1
+                check(rows["<0.7.0>"][7] == "64", "<0.7.0> shown with %s heap words, not the 64 of either "
+                      "block" % rows["<0.7.0>"][7], r.out)
+            check(len(rows) + changed == 3 and changed >= 1,
+                  "%d rows and %d counted as changed: not the fixture's three processes" % (len(rows), changed),
+                  r.out + r.err)
+    log("5 runs: <0.6.0> (mid-collection) skipped and counted every time, <0.7.0> (moving) shown consistent "
+        "%d times, counted the rest" % seen7)
+
+
 @alone("measures the tool's reaction to a signal in milliseconds")
 def test_heapsample_sigint_within_100ms():
     """erlang-heapsample honours ^C and SIGTERM (alternately) within 100 ms

@@ -20,6 +20,8 @@ from xbtest import ROOT, check, log
 
 ORDER = {"base": 0, "native": 1, "beam": 2, "sampling": 3, "unwind": 4, "erlstack": 5, "profile": 6,
          "session": 7, "output": 8, "tools": 9}
+# README's Layout table: the directories that do not know BEAM
+BEAM_FREE = {"base", "native", "sampling", "unwind"}
 # headers with no .c of the same name: where they are implemented
 OWNER = {"vm": "beam", "bpf_record": "sampling", "output": "output", "outputs": "output",
          "writers": "output", "hsout": "output", "version": "base", "sink": "session",
@@ -55,4 +57,11 @@ def test_layers_point_one_way():
             if ORDER[hd] >= ORDER[d]:
                 bad.append("%s includes xb/%s.h (%s)" % (os.path.relpath(c, ROOT), h, hd))
     check(not bad, "includes against the pipeline's direction:\n  " + "\n  ".join(bad))
-    log("%d directory dependencies, all pointing back along the pipeline" % len(edges))
+    # README's Layout: these know nothing of BEAM (plumbing: Linux, ELF,
+    # perf events, libdwfl); BEAM knowledge is src/beam and what follows it.
+    # (Headers are checked too, so nothing reaches beam/ through them.)
+    beamless = [(d, hd) for d, hd in edges if d in BEAM_FREE and hd == "beam"]
+    check(not beamless, "directories README says know nothing of BEAM include src/beam's headers: %s"
+          % sorted(beamless))
+    log("%d directory dependencies, all pointing back along the pipeline; %s include nothing of src/beam"
+        % (len(edges), ", ".join(sorted(BEAM_FREE))))

@@ -5,6 +5,7 @@ output paths and formats fail cleanly and leave nothing behind.
 (tests/acceptance/test_formats.py checks the writers on synthetic
 profiles in more depth.)"""
 
+import calendar
 import gzip
 import json
 import os
@@ -308,7 +309,9 @@ def test_pprof_and_table_agree(target):
         # enough samples for the 75/25 check to mean something (a machine
         # busy with a previous test's leftovers gives the VM less CPU)
         for attempt in range(3):
+            t0 = time.time()
             run_ok(vm, "-d", "4", "-o", f, "-o", t)
+            t1 = time.time()
             table = open(t).read()
             counts = {m.group(2): int(m.group(1))
                       for m in re.finditer(r"^\s*(\d+)\s+(xb_split:hot_[ab]/1)\s", table, re.M)}
@@ -335,6 +338,17 @@ def test_pprof_and_table_agree(target):
         # filename: the module's source file, from its line table (no
         # --lines needed), and the native module for C frames
         raw = go_pprof("-raw", f)
+        # profile.proto's period, time_nanos and duration_nanos, as go tool
+        # pprof reads them: the rate's period, the run's start, its length
+        m = re.search(r"^PeriodType: cpu nanoseconds\nPeriod: (\d+)\nTime: (\d+-\d+-\d+ \d+:\d+:\d+)"
+                      r"(\.\d+)? \+0000 UTC\nDuration: ([0-9.]+)", raw, re.M)
+        check(m, "go tool pprof -raw: no period type, period, time and duration", raw[:600])
+        start = calendar.timegm(time.strptime(m.group(2), "%Y-%m-%d %H:%M:%S")) + float(m.group(3) or 0)
+        check(abs(int(m.group(1)) - 1e9 / 997) <= 0.01 * 1e9 / 997, "period %s ns, not 1/997 s" % m.group(1),
+              raw[:600])
+        check(t0 - 1 <= start <= t1 and abs(float(m.group(4)) - 4.0) <= 0.2,
+              "time %s (the run: %.1f .. %.1f) or duration %s s (-d 4) wrong" % (m.group(2), t0, t1, m.group(4)),
+              raw[:600])
         locs = dict(re.findall(r"^\s+\d+: 0x[0-9a-f]+ M=\d+ (\S+) (\S*?):\d+ s=", raw, re.M))
         for fn in ("xb_split:hot_a/1", "xb_split:hot_b/1"):
             check(locs.get(fn, "").endswith("tests/workloads/xb_split.erl"),

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from xbtest import (asan, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
+from xbtest import (asan, bpf_refused, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
                     spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
 from xbsample import (TOOL, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
@@ -677,19 +677,25 @@ def test_pid_reused_midrun(target):
     log("PID %d reused by a busy shell: both tools stopped with what they had, and said why" % pid)
 
 
+SKID_LINE = re.compile(r"^skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
+                       r"max (\d+)  \((\d+) samples\); discarded as too stale \(> ([0-9.]+) ms\): (\d+)$", re.M)
+CAPTURE_LINE = re.compile(r"^capture (\S+): (\d+) of \d+ processed samples needed no live read; (\d+) read "
+                          r"live later than", re.M)
+
+
 @per_vm()
 def test_skid_summary(target):
     """--skid-summary: p50/p90/p99/max in microseconds and the stale count,
-    which matches -v's counters (too stale + process moved on)."""
+    which matches -v's counters (too stale + process moved on), per capture
+    path: reading later, the perf path's skid; with BPF and reading at the
+    sample, nothing read live, nothing discarded."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_copy:start()")
         wait_running(vm, "xb_sender")
         # The perf path reading live later (with BPF capture, or read at
         # the sample, nothing is: see test_capture.py)
         r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", "perf", "--perf-read", "later")
-        m = re.search(r"^skid \(sample -> VM memory read, us\): p50 (\d+)  p90 (\d+)  p99 (\d+)  "
-                      r"max (\d+)  \((\d+) samples\); discarded as too stale \(> ([0-9.]+) ms\): (\d+)$",
-                      r.out, re.M)
+        m = SKID_LINE.search(r.out)
         check(m, "no skid summary line", r.out)
         p50, p90, p99, mx, n = (int(m.group(i)) for i in range(1, 6))
         check(n >= 50 and p50 <= p90 <= p99 <= mx, "too few skid samples (%d) or percentiles out "
@@ -701,6 +707,27 @@ def test_skid_summary(target):
               % (m.group(7), st["drops"]["too stale"], st["drops"]["process moved on"]), r.out + r.err)
         t = parse_table(r.out)  # the summary line is part of the table's output
         check(t.processed > 0, "nothing processed")
+        c = CAPTURE_LINE.search(r.out)
+        check(c and c.group(1) == "perf" and int(c.group(2)) == st["no live read"],
+              "the capture line does not say the perf path, or its no-live-read count is not -v's %d"
+              % st["no live read"], r.out + r.err)
+        # Per capture path (issue 16): BPF, and the perf path reading at the
+        # moment of the sample, read nothing live: their summary says so
+        # (no skid, nothing discarded, every sample without a live read).
+        refused = bpf_refused()
+        for path in (["perf"] if refused else ["bpf", "perf"]):
+            r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", path)
+            m = SKID_LINE.search(r.out)
+            c = CAPTURE_LINE.search(r.out)
+            t = parse_table(r.out)
+            check(m and c and c.group(1) == path, "--capture %s: no skid summary or capture line naming the "
+                  "path" % path, r.out)
+            check(int(c.group(2)) >= 0.99 * t.processed and int(m.group(5)) <= 0.01 * t.processed and
+                  int(m.group(7)) == 0 and int(c.group(3)) == 0,
+                  "--capture %s: %s of %d samples needed no live read, %s were read live, %s discarded"
+                  % (path, c.group(2), t.processed, m.group(5), m.group(7)), r.out + r.err)
+        if refused:
+            skip_because("no-bpf", target, refused)
 
 
 def test_bad_input():

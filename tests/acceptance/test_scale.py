@@ -19,6 +19,7 @@ import time
 
 from xbtest import (asan, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, suite, timeout, tmpdir,
                     tool_path)
+from xbsample import wait_running  # noqa: E402
 
 SAMPLE = "erlang-sample"
 BIG = ["+S", "200:2", "+SDio", "1024"]
@@ -48,7 +49,7 @@ def test_1200_threads(target):
         n = threads_of(vm.pid)
         check(n >= 1200, "the VM has only %d threads" % n)
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
+        wait_running(vm, "xb_split")
         # soft limit 1024, hard above the thread count: raised, all sampled
         r = sample_limited(vm.pid, 1024, 8192, "-v", "-d", "3")
         check(r.rc == 0, "exit %s with %d threads" % (r.rc, n), r.describe())
@@ -204,7 +205,7 @@ def test_memory_flat_per_sample(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         # 25 s; on a loaded machine (the VM gets less CPU, so fewer
         # samples) once more for 50 s
         for secs in (25, 50):
@@ -243,7 +244,7 @@ def test_soak_10_minutes(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         vm.eval("xb_deep:start()")
-        time.sleep(0.5)
+        wait_running(vm, "xb_deep")
         out = os.path.join(tmpdir(), "soak.folded")
         seen, err, rc = watch_memory([tool_path(SAMPLE), "-v", "-F", "997", "-d", "600", "-o", out, str(vm.pid)],
                                      620, 10)

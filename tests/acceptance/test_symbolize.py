@@ -11,9 +11,9 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 from xbtest import asan, VM, check, log, per_vm, run_cmd, run_tool, skip, tmpdir, tool_path
+from xbsample import wait_running  # noqa: E402
 
 TOOL = "erlang-write-perf-map"
 UNNAMED = re.compile(r"(?:^|\s)[0-9a-f]{1,16}( \[unknown\] )(\(/memfd:.*\))$")
@@ -74,7 +74,7 @@ def test_symbolize_perf_script(target):
         check(any("/memfd:" in l and " r-xs " in l for l in open("/proc/%d/maps" % vm.pid)),
               "the VM's JIT code is not memfd-backed")
         vm.eval("xb_split:start(75)")
-        time.sleep(0.5)
+        wait_running(vm, "xb_split")
         for callgraph in (False, True):
             what = "perf script%s" % (" (callchains)" if callgraph else "")
             text = perf_record(vm, callgraph)

@@ -745,7 +745,7 @@ def sample_stats(err):
     pm = PARTIAL_RE.search(rest)
     st["partial"] = int(pm.group(1)) if pm else None
     for k in ("lost", "throttled", "rings enlarged", "code map refreshes",
-              "stack copy exhausted", "module changes since attaching"):
+              "stack copy exhausted", "module changes since attaching", "no live read"):
         mm = re.search(re.escape(k) + r" (\d+)", rest)
         if mm:
             st[k] = int(mm.group(1))
