@@ -151,6 +151,20 @@ def test_table_and_folded_match_truth():
     folded = open(write("folded"), "rb").read()
     check(b";".join(text_name(f) for f in CHAIN) + b" 4000\n" in folded,
           "folded: the chain line is missing", folded[:500].decode("utf-8", "replace"))
+    # Names from the VM reach neither file raw (issue 10: "folded's ; and
+    # newline"; no control characters, valid UTF-8): the weird names as
+    # each output escapes them, and nothing else below 0x20 but line ends.
+    prefix = b";".join(text_name(f) for f in [INIT, b"app:a/1"]) + b";"
+    for want in (b"app:'we:ird<&>\"\\n\\t'/0 300\n", "bad\ufffd\ufffdname\\x01/0 300\n".encode()):
+        check(prefix + want in folded, "folded: %r is not escaped as %r" % (want, prefix + want),
+              folded.decode("utf-8", "replace")[:2000])
+    rows_raw = open(write("table"), "rb").read()
+    for what, data in (("folded", folded), ("table", rows_raw)):
+        data.decode("utf-8")  # strict: invalid UTF-8 raises
+        ctl = sorted({c for c in data if c < 0x20 and c != 0x0a})
+        check(not ctl, "%s: control bytes %r written raw" % (what, ctl))
+    got = rows.get("app:'we;ird<&>\"\\n\\t'/0")
+    check(got and got[0] == 300, "table: the weird name's row (escaped, ';' kept) is %r" % (got,), "\n".join(table))
 
 
 # ---------------------------------------------------------------------------
