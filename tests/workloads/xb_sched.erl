@@ -7,6 +7,11 @@
 %%                     back.  Only one of them runs at a time, so their CPU
 %%                     shares are A : B by construction, however loaded the
 %%                     machine.  Returns {PidOfW2, PidOfW1}.
+%%   gc_busy(Sched)    `xb_gcbusy`, bound to normal scheduler Sched, building
+%%                     lists of 5,000 one-tuples while it keeps the last one:
+%%                     every minor collection copies a live list, so a good
+%%                     part of its time is garbage collection (msacc's gc)
+%%                     and the rest Erlang code.
 %%   busy(Sched)       `xb_busy`, bound to normal scheduler Sched, computing
 %%                     forever (never waits).
 %%   mover(Ms, N)      `xb_mover`, computing forever, binds itself to
@@ -38,11 +43,11 @@
 %% erts/emulator/beam/bif.c (process_flag_2, am_scheduler) of every
 %% release we support.
 -module(xb_sched).
--export([ratio/2, busy/1, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
+-export([ratio/2, busy/1, gc_busy/1, gc_loop/1, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
          worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, sleep_loop/1, unit/1]).
 
 -define(UNIT, 20000). %% iterations per work unit (about a millisecond)
--define(NAMES, [xb_w2, xb_w1, xb_busy, xb_mover, xb_long, xb_short]).
+-define(NAMES, [xb_w2, xb_w1, xb_busy, xb_gcbusy, xb_mover, xb_long, xb_short]).
 
 ratio(A, B) when is_integer(A), A > 0, is_integer(B), B > 0 ->
     [xb_ctl:kill_registered(N) || N <- [xb_w2, xb_w1]],
@@ -76,6 +81,20 @@ busy(Sched) when is_integer(Sched), Sched > 0 ->
     Pid.
 
 busy_loop(N) -> _ = unit(?UNIT), ?MODULE:busy_loop(N + 1).
+
+gc_busy(Sched) when is_integer(Sched), Sched > 0 ->
+    xb_ctl:kill_registered(xb_gcbusy),
+    Pid = spawn(fun() -> process_flag(scheduler, Sched), ?MODULE:gc_loop([]) end),
+    register(xb_gcbusy, Pid),
+    Pid.
+
+gc_loop(Prev) ->
+    L = cells(5000, []),
+    _ = length(Prev),
+    ?MODULE:gc_loop(L).
+
+cells(0, Acc) -> Acc;
+cells(N, Acc) -> cells(N - 1, [{N} | Acc]).
 
 mover(Ms, N) when is_integer(Ms), Ms > 0, is_integer(N), N > 1 ->
     xb_ctl:kill_registered(xb_mover),
