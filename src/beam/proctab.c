@@ -2,6 +2,7 @@
  * validated snapshots of processes.  See include/xb/proctab.h. */
 #define _GNU_SOURCE
 #include "xb/proctab.h"
+#include "xb/names.h"
 #include "xb/procmaps.h"
 #include "xb/common.h"
 #include "xb/term.h"
@@ -920,9 +921,11 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rp, &p) < 0 || p != s ||
 		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rn, &atom) < 0 || !xb_is_atom(atom))
 			continue;
-		char raw[1024];
+		char raw[1024], eb[1024];
 		size_t l;
-		if (xb_vm_atom_raw(t->vm, atom, raw, sizeof(raw), &l) == 0 && strcmp(raw, name) == 0) {
+		/* either spelling of an Elixir module's name: 'Elixir.Foo' or Foo */
+		if (xb_vm_atom_raw(t->vm, atom, raw, sizeof(raw), &l) == 0 &&
+		    (strcmp(raw, name) == 0 || strcmp(xb_elixir_atom(raw, eb, sizeof(eb)), name) == 0)) {
 			*slot = i;
 			return 0;
 		}

@@ -265,6 +265,10 @@ static void fill_row(struct dumper *w, const struct xb_proc *p, struct pending *
 	snprintf(r->name, sizeof(r->name), "%s", !rn ? "" : s->fr.erlang_names ? rn : xb_elixir_atom(rn, ebuf, sizeof(ebuf)));
 	snprintf(r->status, sizeof(r->status), "%s", xb_pstatus_name(p->status));
 	xb_mfa_text(&s->vm, p->current_mfa, r->current, sizeof(r->current));
+	if (!s->fr.erlang_names && xb_is_elixir_name(r->current)) { /* as the frames are spelled */
+		char cb[sizeof(r->current)];
+		snprintf(r->current, sizeof(r->current), "%s", xb_elixir_name(r->current, cb, sizeof(cb)));
+	}
 	if (p->status == XB_PS_RUNNING || p->status == XB_PS_GARBAGE_COLLECTING) {
 		const struct seen *sn = find_seen(w->d, p->addr);
 		if (sn) {

@@ -17,6 +17,7 @@
 #include "xb/common.h"
 #include "xb/heapwalk.h"
 #include "xb/hsout.h"
+#include "xb/names.h"
 #include "xb/outfile.h"
 #include "xb/proctab.h"
 #include "xb/term.h"
@@ -74,7 +75,7 @@ static struct {
 	const char *sort, *format, *output, *contents;
 	double interval;
 	unsigned count;
-	bool alloc, help, version;
+	bool alloc, help, version, erlang_names;
 	uint64_t max_words, seed;
 	bool interval_given, count_given, top_given, sort_given, max_words_given;
 } o = { .top = 30, .count = 1 };
@@ -113,6 +114,10 @@ static const struct xb_opt options[] = {
 	{ "output", 'o', XB_OPT_STR, &o.output, "FILE",
 	  "write to FILE (written in full, then renamed into\n"
 	  "place; a symbolic link there is refused)" },
+	{ "erlang-names", 0, XB_OPT_FLAG, &o.erlang_names, NULL,
+	  "names of Elixir modules as the atoms they are\n"
+	  "('Elixir.Foo.Bar':baz/2), not as Elixir spells them\n"
+	  "(Foo.Bar.baz/2, the default)" },
 	{ "max-words", 0, XB_OPT_U64, &o.max_words, "N",
 	  "--contents reads every heap word up to N (default\n"
 	  "16Mi = 128 MiB); a larger heap is sampled in chunks\n"
@@ -261,6 +266,16 @@ static void current_from_i(struct xb_vm *vm, uint64_t i, char *buf, size_t len)
 }
 
 /* Strings of a row, for a writer. */
+/* NAME (a registered name's atom, or M:F/A) as Elixir spells it unless
+ * --erlang-names (names.h), in a new string. */
+static char *spelled(const char *name, bool atom)
+{
+	char b[1200];
+	if (o.erlang_names)
+		return dup_text(name);
+	return dup_text(atom ? xb_elixir_atom(name, b, sizeof(b)) : xb_elixir_name(name, b, sizeof(b)));
+}
+
 static void view(struct xb_vm *vm, const struct row *r, struct xb_hs_proc *v)
 {
 	char b[1200], ini[600];
@@ -268,14 +283,14 @@ static void view(struct xb_vm *vm, const struct row *r, struct xb_hs_proc *v)
 	xb_proc_pid_text(vm, r->pid, b, sizeof(b));
 	v->pid = dup_text(b);
 	xb_mfa_text(vm, r->initial, ini, sizeof(ini));
-	v->initial_call = dup_text(ini);
+	v->initial_call = spelled(ini, false);
 	const char *reg = r->reg_name ? xb_vm_atom(vm, r->reg_name) : NULL;
-	v->registered_name = reg ? dup_text(reg) : NULL;
-	v->name = dup_text(reg ? reg : ini);
+	v->registered_name = reg ? spelled(reg, true) : NULL;
+	v->name = reg ? spelled(reg, true) : spelled(ini, false);
 	xb_mfa_text(vm, r->current_mfa, b, sizeof(b));
 	if (!strcmp(b, "-"))
 		current_from_i(vm, r->i, b, sizeof(b));
-	v->current_function = dup_text(b);
+	v->current_function = spelled(b, false);
 	v->status = xb_pstatus_name(r->status);
 	v->memory_bytes = r->memory;
 	v->heap_words = r->heap_sz;
@@ -661,10 +676,14 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	const char *reg = NULL;
 	if (xb_proc_read(t, slot, XB_PROC_NAMES, &named) == 0 && named.reg_name)
 		reg = xb_vm_atom(vm, named.reg_name);
-	if (reg)
+	if (reg) {
 		snprintf(name, sizeof(name), "%s", reg);
-	else
+	} else {
 		xb_mfa_text(vm, r.proc.initial, name, sizeof(name));
+	}
+	char *sp = spelled(name, reg != NULL);
+	snprintf(name, sizeof(name), "%s", sp ? sp : "-");
+	free(sp);
 	struct xb_hs_kind *k = calloc(r.nkinds ? r.nkinds : 1, sizeof(*k));
 	if (!k) {
 		xb_heapwalk_free(&r);

@@ -8,6 +8,7 @@ the stock OTP 25 VM with Elixir's ebin on the code path.
 """
 
 import os
+import json
 import re
 import shutil
 import sys
@@ -75,6 +76,37 @@ def test_elixir_names(target):
         check(re.search(r"\] ?$", r.out, re.M) and re.search(r" Demo\.Hot\.loop/1 \[Erlang\]$", r.out, re.M),
               "--pstack does not show Demo.Hot.loop/1", r.out)
         check("Elixir." not in r.out, "raw Elixir atoms in --pstack", r.out)
+
+        # --dump (its process name and stack) and the flame graph's frames
+        r = sample(vm, "--dump", "--format", "json")
+        mine = [p for p in json.loads(r.out) if p["name"] == "Demo.Hot"]
+        check(mine and any(f.startswith("Demo.Hot.") for f in mine[0]["stack"]),
+              "--dump: no process Demo.Hot with Demo.Hot.* frames", r.out[:3000])
+        check("Elixir." not in r.out, "raw Elixir atoms in --dump", r.out[:3000])
+        # erlang-heapsample spells them the same (and --erlang-names the
+        # atoms); --contents takes the registered name either way
+        r = run_tool("erlang-heapsample", "--format", "json", "-t", "0", vm.pid, timeout=60)
+        check(r.rc == 0, "erlang-heapsample failed", r.describe())
+        hot = [p for p in json.loads(r.out) if p.get("registered_name") == "Demo.Hot"]
+        # (its current function: Demo.Hot.spin/1, Enum.reduce_range/5 or
+        # the fun in loop/1, as the sampled table spells them)
+        check(hot, "erlang-heapsample: no row registered as Demo.Hot", r.out[:3000])
+        check(hot[0]["name"] == "Demo.Hot" and
+              re.match(r"(Demo\.Hot\.|Enum\.|anonymous fn/\d+ in Demo\.Hot\.)", hot[0]["current_function"]),
+              "erlang-heapsample: Demo.Hot's row not in Elixir spelling", hot[0])
+        check("Elixir." not in r.out, "raw Elixir atoms in erlang-heapsample's rows", r.out[:3000])
+        r = run_tool("erlang-heapsample", "--format", "json", "-t", "0", "--erlang-names", vm.pid, timeout=60)
+        check(r.rc == 0 and any(p.get("registered_name") == "'Elixir.Demo.Hot'" for p in json.loads(r.out)),
+              "erlang-heapsample --erlang-names: no 'Elixir.Demo.Hot'", r.out[:3000])
+        for spelled in ("Demo.Hot", "Elixir.Demo.Hot"):
+            r = run_tool("erlang-heapsample", "--contents", spelled, vm.pid, timeout=60)
+            check(r.rc == 0 and re.search(r"^heap of <[\d.]+> \(Demo\.Hot\)", r.out, re.M),
+                  "erlang-heapsample --contents %s: not the heap of Demo.Hot" % spelled, r.describe())
+        svg = os.path.join(tmpdir(), "names.svg")
+        sample(vm, "-d", "2", "-o", svg)
+        text = open(svg, encoding="utf-8").read()
+        check("Demo.Hot.spin/1" in text and "Elixir.Demo" not in text,
+              "the flame graph does not name Demo.Hot.spin/1 (or has raw Elixir atoms)")
 
         # --blame with either spelling of an Erlang function: its callers.
         for fn in ("Demo.Hot.spin/1", "'Elixir.Demo.Hot':spin/1", "Elixir.Demo.Hot:spin"):
