@@ -175,6 +175,8 @@ struct row {
 	uint64_t memory, system, heap_sz, old_heap, old_used, long_lived, stack, mbuf, msgq, msgq_bytes, vheap, reds,
 		links, monitors;
 	uint64_t old_heap_addr; /* old_heap: a full sweep frees it (erl_gc.c) */
+	uint64_t heap_addr;     /* heap: every collection allocates a new one */
+	bool abandoned;         /* abandoned_heap set: a delayed collection */
 	uint16_t gen_gcs;       /* minor collections since the last full sweep */
 	bool partial;
 };
@@ -202,6 +204,8 @@ static int collect(const struct xb_proc *p, void *arg)
 	r->old_heap = xb_proc_old_heap_words(p);
 	r->old_used = xb_proc_old_used_words(p);
 	r->old_heap_addr = p->old_heap;
+	r->heap_addr = p->heap;
+	r->abandoned = p->abandoned_heap != 0;
 	r->gen_gcs = p->gen_gcs;
 	r->long_lived = xb_proc_long_lived_words(p);
 	r->stack = xb_proc_stack_words(p);
@@ -574,14 +578,23 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 			/* A full-sweep collection (erl_gc.c major_collection)
 			 * moves everything live into a new young heap and frees
 			 * the old heap; minor ones only add to the old heap
-			 * (allocated once) and count gen_gcs up.  So the old heap
-			 * replaced or gone, or gen_gcs lower, means one ran
-			 * between the snapshots.  (One missed: the old heap freed
-			 * and reallocated at the same place, gen_gcs counted back
+			 * (allocated once) and count gen_gcs up (GEN_GCS(p)++
+			 * after every minor one, = 0 after a full sweep).  Both
+			 * kinds allocate a new young heap.  So the old heap
+			 * replaced or gone, gen_gcs lower, or the young heap
+			 * replaced while gen_gcs stayed where it was (both
+			 * snapshots just after a full sweep, neither with an old
+			 * heap yet) mean one ran between the snapshots.  (Not
+			 * counted as one: a young heap replaced by a delayed
+			 * collection, delay_garbage_collection(), which sets
+			 * abandoned_heap.  Missed: the old heap freed and
+			 * reallocated at the same place, gen_gcs counted back
 			 * up past where it was; the next minor collection has
 			 * then promoted everything again.) */
 			x->full_sweep = !x->is_new && ((p->old_heap_addr && c->old_heap_addr != p->old_heap_addr) ||
-						       c->gen_gcs < p->gen_gcs);
+						       c->gen_gcs < p->gen_gcs ||
+						       (c->gen_gcs == p->gen_gcs && c->heap_addr != p->heap_addr &&
+							!c->abandoned && !p->abandoned));
 		}
 		/* Growers: memory or long-lived data grew.  (A full sweep
 		 * replaces both heaps with one sized for what survived: a
