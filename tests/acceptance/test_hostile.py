@@ -619,6 +619,46 @@ def test_bad_numeric_options():
 # ---------------------------------------------------------------------------
 # signals, exits, privileges
 
+def handlers_installed(pid, sigs=(signal.SIGINT, signal.SIGTERM)):
+    """Whether process PID catches every one of SIGS now (the SigCgt mask
+    of /proc/PID/status); False once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            mask = next(int(l.split()[1], 16) for l in f if l.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return all(mask & (1 << (s - 1)) for s in sigs)
+
+
+def wait_for_handlers(p, what):
+    """Wait until P catches ^C and SIGTERM: a signal that lands before main
+    has run (exec, the dynamic loader, the sanitizer runtime's start: 50 ms
+    and more on a loaded machine) meets the default action, which says
+    nothing about the tool.  (A run that is over has put the default
+    actions back to end the usual way while it writes: then this waits for
+    its end, and the caller judges its exit.)  Seconds waited; the test
+    fails if P neither installs them nor ends within 10 s (scaled)."""
+    t0 = time.monotonic()
+    while not handlers_installed(p.pid) and p.poll() is None:
+        check(time.monotonic() - t0 < 10 * time_scale(), "%s: no handler for ^C and SIGTERM after 10 s" % what)
+        time.sleep(0.002)
+    return time.monotonic() - t0
+
+
+def signal_and_wait(p, sig, what):
+    """Send SIG to P and wait for it to end (5 s at most, then the test
+    fails): (seconds from the signal to its end, stdout, stderr)."""
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        check(False, "%s: still running 5 s after %s" % (what, sig.name))
+    return time.monotonic() - t0, out, err
+
+
 @alone("measures the tool's reaction to a signal in milliseconds")
 def test_sigint_within_100ms():
     """^C and SIGTERM (alternately) end the tool within 100 ms while it
@@ -627,7 +667,7 @@ def test_sigint_within_100ms():
     d = tmpdir()
     emu = build_fixture(os.path.join(d, "emu"), emu=True)
     jit = build_fixture(os.path.join(d, "jit"))
-    worst = []
+    worst, waited = [], []
     for exe, mode, case, delays in ((emu, "emu", "modules", (0.05, 0.15, 0.3, 1.5)),
                                     (jit, "jit", "heap64g", (0.3, 1.0))):
         with Fixture(exe, mode, case) as fx:
@@ -638,15 +678,9 @@ def test_sigint_within_100ms():
                     p = subprocess.Popen([tool_path(tool)] + args + [str(fx.pid)], stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
                     time.sleep(delay)
-                    t0 = time.monotonic()
-                    p.send_signal(sig)
-                    try:
-                        out, err = p.communicate(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.communicate()
-                        check(False, "%s %s ignored ^C for 5 s (%s %s)" % (tool, args[0], mode, case))
-                    took = time.monotonic() - t0
+                    what = "%s %s (%s %s)" % (tool, args[0], mode, case)
+                    waited.append(wait_for_handlers(p, what))
+                    took, out, err = signal_and_wait(p, sig, what)
                     worst.append((took, tool, args[0], mode, case, delay, sig.name))
                     text = err.decode(errors="replace")
                     check(p.returncode in (0, 1, 130) and p.returncode >= 0, "%s %s: exit %s after %s" %
@@ -657,6 +691,8 @@ def test_sigint_within_100ms():
                         check(len(lines) == 1 and "interrupted" in lines[0],
                               "%s %s: exit 130 after %s, stderr %r" % (tool, args[0], sig.name, lines))
     worst.sort(reverse=True)
+    log("signals sent after the delay plus up to %.0f ms waiting for the handlers (%d of %d runs waited > 5 ms)" % (
+        max(waited) * 1000, sum(1 for w in waited if w > 0.005), len(waited)))
     log("slowest exits after ^C or SIGTERM: %s" % "; ".join("%.0f ms (%s %s, %s %s, %s after %.2f s)" % (
         w[0] * 1000, w[1], w[2], w[3], w[4], w[6], w[5]) for w in worst[:3]))
     check(worst[0][0] < 0.1 * time_scale(), "%s %s took %.0f ms to honour %s (%s %s after %.2f s)" %
@@ -732,15 +768,7 @@ def test_heapsample_sigint_within_100ms():
         if p.poll() is not None:
             p.communicate()
             return None
-        t0 = time.monotonic()
-        p.send_signal(sig)
-        try:
-            out, err = p.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-            check(False, "%s: still running 5 s later" % what)
-        took = time.monotonic() - t0
+        took, out, err = signal_and_wait(p, sig, what)
         out, err = out.decode(errors="replace"), err.decode(errors="replace")
         for t in CRASH:
             check(t not in err, "%s crashed" % what, err)
