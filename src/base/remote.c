@@ -40,8 +40,9 @@ static uint64_t start_time(pid_t pid)
 }
 
 /* EXTROSPECT_FAULT, for tests only (ignored when the tool runs with file
- * capabilities: secure_getenv): "random" makes every live read return
- * random bytes; "flip:N" flips one random byte in N of every 1000 reads.
+ * capabilities: secure_getenv): "random" makes every read of the target's
+ * memory (live, or from what a sample captured) return random bytes;
+ * "flip:N" flips one random bit in N of every 1000 reads.
  * The tools must stay within their limits and name only what they
  * validated either way. */
 static void fault_setup(struct xb_remote *r)
@@ -198,6 +199,10 @@ int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len)
 	const struct xb_region *g = overlay_find(r, addr);
 	if (g && g->len - (addr - g->addr) >= len) {
 		memcpy(buf, g->data + (addr - g->addr), len);
+		/* memory captured at the sample (BPF, the perf path's readers)
+		 * came from the target as much as a live read did */
+		if (r->fault && !r->snapshot_only)
+			fault_apply(r, buf, len);
 		return 0;
 	}
 	if (r->snapshot_only) {
