@@ -7,16 +7,31 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* XB_FMT_JSON: reports that are not profiles (--dump, --schedulers, --long-calls). */
 enum xb_format { XB_FMT_TABLE, XB_FMT_FOLDED, XB_FMT_FLAMEGRAPH, XB_FMT_SPEEDSCOPE, XB_FMT_PPROF, XB_FMT_JSON };
 
+struct xb_profile;
+struct xb_out_meta;
+/* One row per format (src/output/profile_sink.c, indexed by enum
+ * xb_format): a new stack format is its writer's file in src/output/ and
+ * a row here. */
+struct xb_format_desc {
+	const char *name;    /* --format NAME */
+	const char *ext[3];  /* file name endings that imply it (NULL-ended) */
+	/* a stack format's writer (NULL: the table, or JSON reports) */
+	int (*write)(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m);
+	bool files;          /* shows each Erlang frame's source file */
+};
+extern const struct xb_format_desc xb_formats[];
+
 /* "table", "folded", ... <-> enum xb_format; xb_format_by_name -1 if none. */
 extern const char *const xb_format_names[]; /* NULL-terminated, enum order */
 int xb_format_by_name(const char *name);
-/* The format a file name's extension implies (.svg flamegraph,
- * .speedscope.json or .json speedscope, .pb.gz or .pprof pprof, .folded or
- * .txt folded), or -1. */
+/* The format a file name's extension implies (its longest matching ending
+ * in xb_formats: .svg flamegraph, .speedscope.json or .json speedscope,
+ * .pb.gz or .pprof pprof, .folded or .txt folded), or -1. */
 int xb_format_by_extension(const char *path);
 
 struct xb_profile_sink_opts {

@@ -45,6 +45,8 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 	struct profile_sink *ps = (struct profile_sink *)k;
 	if (ps->o.format == XB_FMT_TABLE)
 		return write_table(ps, s, out);
+	if (!xb_formats[ps->o.format].write) /* the tool refuses it first */
+		return xb_fail("a profile cannot be written as %s", xb_formats[ps->o.format].name);
 	/* --blame in a stack format: the whole stacks of the matching samples. */
 	const struct xb_profile *p = &s->prof;
 	struct xb_profile filtered;
@@ -64,32 +66,37 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 		.blame = ps->o.blame,
 		.max_depth = s->o.max_depth,
 	};
-	int rc;
-	switch (ps->o.format) {
-	case XB_FMT_FLAMEGRAPH:
-		rc = xb_write_flamegraph(out, p, &m);
-		break;
-	case XB_FMT_SPEEDSCOPE:
-		rc = xb_write_speedscope(out, p, &m);
-		break;
-	case XB_FMT_PPROF:
-		rc = xb_write_pprof(out, p, &m);
-		break;
-	default:
-		rc = xb_write_folded(out, p);
-	}
+	int rc = xb_formats[ps->o.format].write(out, p, &m);
 	if (ps->o.blame)
 		xb_profile_free(&filtered);
 	return rc;
 }
 
+static int write_folded(FILE *f, const struct xb_profile *p, const struct xb_out_meta *m)
+{
+	(void)m;
+	return xb_write_folded(f, p);
+}
+
+const struct xb_format_desc xb_formats[] = {
+	[XB_FMT_TABLE] = { .name = "table" },
+	[XB_FMT_FOLDED] = { .name = "folded", .ext = { ".folded", ".txt" }, .write = write_folded },
+	[XB_FMT_FLAMEGRAPH] = { .name = "flamegraph", .ext = { ".svg" }, .write = xb_write_flamegraph },
+	[XB_FMT_SPEEDSCOPE] = { .name = "speedscope", .ext = { ".speedscope.json", ".json" },
+				.write = xb_write_speedscope, .files = true },
+	[XB_FMT_PPROF] = { .name = "pprof", .ext = { ".pb.gz", ".pprof" }, .write = xb_write_pprof, .files = true },
+	[XB_FMT_JSON] = { .name = "json" },
+};
+
 const char *const xb_format_names[] = { "table", "folded", "flamegraph", "speedscope", "pprof", "json", NULL };
+_Static_assert(XB_ARRAY_SIZE(xb_formats) == XB_ARRAY_SIZE(xb_format_names) - 1,
+	       "a format in xb_formats and not in xb_format_names (the option's choices), or the reverse");
 
 int xb_format_by_name(const char *name)
 {
-	for (int i = 0; xb_format_names[i]; i++)
-		if (strcmp(xb_format_names[i], name) == 0)
-			return i;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(xb_formats); i++)
+		if (strcmp(xb_formats[i].name, name) == 0)
+			return (int)i;
 	return -1;
 }
 
@@ -101,19 +108,15 @@ static bool ends_with(const char *s, const char *suffix)
 
 int xb_format_by_extension(const char *path)
 {
-	static const struct {
-		const char *ext;
-		enum xb_format fmt;
-	} exts[] = {
-		{ ".svg", XB_FMT_FLAMEGRAPH }, { ".speedscope.json", XB_FMT_SPEEDSCOPE },
-		{ ".json", XB_FMT_SPEEDSCOPE }, { ".pb.gz", XB_FMT_PPROF },
-		{ ".pprof", XB_FMT_PPROF },     { ".folded", XB_FMT_FOLDED },
-		{ ".txt", XB_FMT_FOLDED },
-	};
-	for (size_t i = 0; i < XB_ARRAY_SIZE(exts); i++)
-		if (ends_with(path, exts[i].ext))
-			return (int)exts[i].fmt;
-	return -1;
+	int best = -1;
+	size_t best_len = 0;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(xb_formats); i++)
+		for (size_t j = 0; j < XB_ARRAY_SIZE(xb_formats[i].ext) && xb_formats[i].ext[j]; j++)
+			if (ends_with(path, xb_formats[i].ext[j]) && strlen(xb_formats[i].ext[j]) > best_len) {
+				best = (int)i;
+				best_len = strlen(xb_formats[i].ext[j]);
+			}
+	return best;
 }
 
 static void free_sink(struct xb_sink *k)

@@ -772,7 +772,7 @@ static int run_sampling(struct xb_session *s, int pid, enum xb_by by, struct out
 		return fail(s, 1);
 	s->fr.lines = o.lines;
 	for (size_t i = 0; i < nouts; i++)
-		s->fr.files |= outs[i].fmt == XB_FMT_PPROF || outs[i].fmt == XB_FMT_SPEEDSCOPE;
+		s->fr.files |= xb_formats[outs[i].fmt].files;
 	s->fr.erlang_names = o.erlang_names;
 	if (blame_refused(s)) {
 		xb_session_close(s);
