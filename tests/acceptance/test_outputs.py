@@ -247,25 +247,65 @@ def test_truncated_root_and_format_by_extension(target):
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(180)
 def test_blame_gc_stacks(target):
-    """--blame erts_garbage_collect --format folded: every stack has the GC
-    function, and the workload's own function calls it (not only lists:)."""
+    """--blame erts_garbage_collect in every stack format, from one run
+    (-o repeated): every stack has the GC function, the workload's own
+    function calls it (not only lists:), and the four formats hold the same
+    samples (folded's count, speedscope's weights, the flame graph's root,
+    pprof's traces)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_gc:start()")
         wait_running(vm, "xb_alloc")
-        f = os.path.join(tmpdir(), "gc.folded")
-        run_ok(vm, "-d", "3", "--blame", "erts_garbage_collect", "--format", "folded", "-o", f)
-        stacks = folded_stacks(f)
+        d = tmpdir()
+        files = {fmt: os.path.join(d, "gc." + ext) for fmt, ext in
+                 (("folded", "folded"), ("speedscope", "speedscope.json"), ("pprof", "pb.gz"),
+                  ("flamegraph", "svg"))}
+        args = ["-d", "3", "--blame", "erts_garbage_collect"]
+        for f in files.values():
+            args += ["-o", f]
+        run_ok(vm, *args)
+        gcfn = re.compile(r"^(erts_garbage_collect\w*|global::garbage_collect)$")
+        mine_fn = "xb_gc:alloc_loop/1"
+        # folded
+        stacks = folded_stacks(files["folded"])
         total = sum(n for _, n in stacks)
         check(total >= 100, "only %d GC samples" % total)
-        gcfn = re.compile(r"^(erts_garbage_collect\w*|global::garbage_collect)$")
         for frames, n in stacks:
-            check(any(gcfn.match(x) for x in frames), "a stack without the GC function: %s"
+            check(any(gcfn.match(x) for x in frames), "folded: a stack without the GC function: %s"
                   % ";".join(frames))
-        mine = sum(n for fr, n in stacks if "xb_gc:alloc_loop/1" in fr)
-        check(mine >= 0.5 * total, "xb_gc:alloc_loop/1 is a caller in only %d of %d GC samples"
-              % (mine, total))
-        log("%d GC samples, %d under xb_gc:alloc_loop/1" % (total, mine))
+        mine = sum(n for fr, n in stacks if mine_fn in fr)
+        check(mine >= 0.5 * total, "%s is a caller in only %d of %d GC samples" % (mine_fn, mine, total))
+        # speedscope: the same stacks, validated
+        doc = load_speedscope(files["speedscope"])
+        validate(speedscope_validator(), doc, files["speedscope"])
+        st = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+        check(sum(w for _, w in st) == total, "speedscope holds %d samples, folded %d"
+              % (sum(w for _, w in st), total))
+        check(all(any(gcfn.match(x) for x in f) for f, _ in st), "speedscope: a stack without the GC function")
+        check(sum(w for f, w in st if mine_fn in f) == mine, "speedscope and folded disagree on %s" % mine_fn)
+        # flame graph: the root holds them all, and every sample passes
+        # through a GC frame (frames narrower than the merge width are
+        # merged into their parent: 1 % allowed)
+        root, _ = check_svg_file(files["flamegraph"])
+        drawn = svg_stacks(root)
+        roots = [t.text for t in root.iter(SVG_NS + "title") if (t.text or "").startswith("all ")]
+        check(roots and re.match(r"all \(%s samples?," % format(total, ","), roots[0]),
+              "the flame graph's root is not %d samples: %s" % (total, roots[:1]))
+        through = sum(w for f, w in drawn if f and gcfn.match(f[-1]) and not any(gcfn.match(x) for x in f[:-1]))
+        check(through >= 0.99 * total, "flame graph: %d of %d samples under a GC frame" % (through, total))
+        # pprof, read by go tool pprof
+        traces, tout = pprof_traces(files["pprof"])
+        weights = [(pprof_seconds(c), frames) for c, frames in traces]
+        allw = sum(w for w, _ in weights)
+        gcw = sum(w for w, fr in weights if any(gcfn.match(x) for x in fr))
+        minew = sum(w for w, fr in weights if mine_fn in fr)
+        check(allw > 0 and gcw == allw, "pprof: %.3f of %.3f s without the GC function" % (allw - gcw, allw),
+              tout[:3000])
+        check(abs(minew / allw - mine / total) <= 0.01, "pprof: %s in %.1f %% of the time, folded %.1f %%"
+              % (mine_fn, 100 * minew / allw, 100.0 * mine / total))
+        log("%d GC samples, %d under %s; the same in speedscope, the flame graph (%d under a GC frame) and pprof"
+            % (total, mine, mine_fn, through))
 
 
 @per_vm(only=["stock"])
