@@ -667,7 +667,8 @@ static int blame_refused(struct xb_session *s)
 		s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor), xb_debug_name(s->vm.debug),
 		o.blame, close[0] ? "; close: " : "", close,
 		s->vm.debug == XB_DEBUG_DYNSYM ? "; a stripped beam names only its exported functions: install "
-						 "its debug symbols to blame internal ones"
+						 "its debug symbols, or set DEBUGINFOD_URLS to fetch them, to "
+						 "blame internal ones"
 					       : "");
 	return 2;
 }

@@ -89,6 +89,15 @@ def test_debuginfod_stripped_otp29():
         r = blame(vm, {"DEBUGINFOD_URLS": ""})
         check(r.rc == 2 and "matches 'copy_struct'" in r.err,
               "without debuginfod the stripped OTP 29 should have no copy_struct", r.describe())
+        # refused before sampling, in one line naming the release attached
+        # and why (README: --blame)
+        lines = [l for l in r.err.splitlines() if l.startswith(TOOL + ":")]
+        check(len(lines) == 1 and r.elapsed < 10 * xbtest.time_scale(), "the refusal is not one line "
+              "before sampling (%.1f s)" % r.elapsed, r.describe())
+        check(re.search(r"no function of this VM \(OTP 29[\d.]*, erts [\d.]+, jit, debug info: dynsym\)", lines[0])
+              and "a stripped beam names only its exported functions" in lines[0] and "DEBUGINFOD_URLS" in lines[0],
+              "the refusal does not name OTP 29, the JIT and the stripped beam", lines[0])
+        log("without debuginfod: %s" % lines[0])
 
         cache = os.path.join(d, "cache")
         denv = {"DEBUGINFOD_URLS": base, "DEBUGINFOD_CACHE_PATH": cache}
