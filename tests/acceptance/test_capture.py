@@ -413,7 +413,7 @@ def test_capture_fallback(target):
         tool = os.path.realpath(os.path.join(os.environ.get("XB_BUILD_DIR", "build"), TOOL))
         r = run_cmd(["setpriv", "--inh-caps=-all,+perfmon,+sys_ptrace",
                      "--ambient-caps=-all,+perfmon,+sys_ptrace", "--bounding-set=-all,+perfmon,+sys_ptrace",
-                     "--", tool, "-v", "-d", "1", "--capture", "auto", str(vm.pid)], timeout=30)
+                     "--", tool, "-v", "-d", "3", "-t", "100", "--capture", "auto", str(vm.pid)], timeout=30)
         check(r.rc == 0, "erlang-sample without CAP_BPF failed", r.describe())
         st = stats(r.err)
         check(st["capture"] == "perf", "capture %s without CAP_BPF" % st["capture"], r.err)
@@ -422,6 +422,15 @@ def test_capture_fallback(target):
               "no one line saying why BPF was not used", r.err)
         check(st["processed"] >= 0.95 * st["received"], "processed %d of %d"
               % (st["processed"], st["received"]), r.err)
+        # as before: the split's 75/25 (+-5, as test_known_split)
+        processed, _, rows = parse_table(r.out)
+        counts = {name: n for n, name, _, tag in rows if tag == "[Erlang]"}
+        a, b = counts.get("xb_split:hot_a/1", 0), counts.get("xb_split:hot_b/1", 0)
+        check(a + b >= 500 and a + b > 0.5 * processed, "without CAP_BPF: hot_a/hot_b %d of %d samples"
+              % (a + b, processed), r.out)
+        check(abs(100.0 * a / (a + b) - 75) <= 5, "without CAP_BPF: hot_a/1 %.1f %% (75 +- 5)"
+              % (100.0 * a / (a + b)), r.out)
+        log("without CAP_BPF: hot_a/1 %.1f %% of %d" % (100.0 * a / (a + b), a + b))
         log(lines[0][:200])
         if refused:
             skip_because("no-bpf", target, refused)
