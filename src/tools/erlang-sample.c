@@ -745,8 +745,15 @@ static void print_start_line(const struct xb_session *s, int pid)
 static int write_results(struct xb_session *s, int pid, struct output *outs, size_t nouts)
 {
 	for (size_t i = 0; i < s->nsinks; i++)
-		if (s->sinks[i]->ops->write && s->sinks[i]->ops->write(s->sinks[i], s, i < nouts ? outs[i].f : stderr) < 0)
+		if (s->sinks[i]->ops->write && s->sinks[i]->ops->write(s->sinks[i], s, i < nouts ? outs[i].f : stderr) < 0) {
+			if (i < nouts && outs[i].path) { /* which of the -o files */
+				char why[512];
+				snprintf(why, sizeof(why), "%s", xb_err());
+				xb_fail("-o %s: %s%s", outs[i].path, why,
+					strstr(why, "No space") ? "; free some space or pass another path" : "");
+			}
 			return -1;
+		}
 	if (o.skid_summary) {
 		/* after the table, or on stderr when the result is not text */
 		FILE *sf = stderr;

@@ -453,6 +453,20 @@ def test_output_bad_input(target):
         lines = [l for l in p.stderr.decode().splitlines() if l.strip()]
         check(p.returncode not in (0, None) and len(lines) == 1 and "No space" in lines[0],
               "> /dev/full: exit %s, stderr %r" % (p.returncode, lines))
+        # a file system that fills up while the file is written (a 4 KiB
+        # tmpfs, one page; a flame graph is larger): one line, and nothing
+        # left there, neither the file nor its temporary
+        small = os.path.join(d, "small")
+        os.makedirs(small)
+        r = run_cmd(["mount", "-t", "tmpfs", "-o", "size=4k", "xbtest-small", small], timeout=20)
+        check(r.rc == 0, "mount a 4 KiB tmpfs", r.describe())
+        try:
+            r = run_tool(TOOL, "-o", os.path.join(small, "x.svg"), "-d", "1", str(vm.pid), timeout=30)
+            msg = one_line(r, "-o on a full file system", 1)
+            check("No space" in msg and "x.svg" in msg, "does not say which file found the disk full: %r" % msg)
+            check(os.listdir(small) == [], "left on the full file system: %s" % os.listdir(small))
+        finally:
+            run_cmd(["umount", small], timeout=20)
         # an unwritable directory
         r = run_tool(TOOL, "-o", os.path.join(d, "nodir", "x.txt"), "-d", "0.5", str(vm.pid), timeout=20)
         one_line(r, "unwritable -o", 1)
