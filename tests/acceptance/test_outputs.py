@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_formats import (check_svg_file, go_pprof, load_speedscope, pprof_top,  # noqa: E402
+from test_formats import (check_svg_file, go_pprof, load_speedscope, png_pixels, pprof_top,  # noqa: E402
                           pprof_traces, speedscope_validator, stacks_of, start_chromium, validate)
 from xbtest import asan, VM, check, log, per_vm, run_cmd, run_tool, timeout, tmpdir, tool_path  # noqa: E402
 from xbsample import wait_running  # noqa: E402
@@ -329,9 +329,15 @@ def test_real_flamegraph_in_chromium(target):
             res = driver.execute_script("return window.fg.search('hot_a');")
             check(res and res["frames"] >= 1 and 50 <= res["percent"] <= 95,
                   "search for hot_a: %r" % (res,))
-            png = driver.get_screenshot_as_png()
-            check(len(png) > 2000, "blank screenshot (%d bytes)" % len(png))
-            log("search hot_a: %r" % (res,))
+            # rendered, with the highlight: many colours, the search's
+            # among them (every other frame keeps its kind's)
+            w, h, rows, bpp = png_pixels(driver.get_screenshot_as_png())
+            colours = set()
+            for row in rows[::3]:
+                for i in range(0, len(row), bpp * 3):
+                    colours.add(bytes(row[i:i + 3]))
+            check(len(colours) > 20, "the screenshot is (nearly) blank: %d colours" % len(colours))
+            log("search hot_a: %r; screenshot %dx%d, %d colours" % (res, w, h, len(colours)))
         finally:
             driver.quit()
 
