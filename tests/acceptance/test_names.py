@@ -123,6 +123,16 @@ def test_elixir_names(target):
         b = rows(r.out)
         check(b and b[0][1] == "'Elixir.Demo.Hot':loop/1",
               "--erlang-names --blame Demo.Hot.spin/1: top row is not 'Elixir.Demo.Hot':loop/1", r.out)
+        # the raw atoms in folded stacks and --pstack too (the process's
+        # registered name as well)
+        r = sample(vm, "-d", "2", "--format", "folded", "--erlang-names")
+        check(re.search(r"(^|;)'Elixir\.Demo\.Hot':loop/1;'Elixir\.Demo\.Hot':spin/1 \d+$", r.out, re.M)
+              and not re.search(r"(^|;)Demo\.Hot\.", r.out, re.M),
+              "--erlang-names --format folded: not ...;'Elixir.Demo.Hot':loop/1;'Elixir.Demo.Hot':spin/1", r.out[:2000])
+        r = sample(vm, "--pstack", "--erlang-names")
+        check(re.search(r"process <[\d.]+> 'Elixir\.Demo\.Hot'$", r.out, re.M) and
+              re.search(r" 'Elixir\.Demo\.Hot':loop/1 \[Erlang\]$", r.out, re.M),
+              "--erlang-names --pstack: not the raw atoms", r.out)
 
 
 def picture_names(vm, *extra):
