@@ -737,7 +737,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "out or could not be read before its stack could be\n",
 			100.0 * (double)partial / (double)st->processed, XB_CALLERS_UNKNOWN);
 	if (lost && !xb_verbose)
-		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples (lower -F)\n",
+		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples: the ring buffers filled between "
+			   "drains (lower -F or --user-stack, or a shorter --drain-ms)\n",
 			(unsigned long long)lost);
 	/* threads the VM made after the warning (one line when it first
 	 * happened) that could not be sampled either */
