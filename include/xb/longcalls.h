@@ -79,11 +79,14 @@ struct xb_longcalls {
 	size_t nthreads, cap;
 	struct xb_long_call *calls;
 	size_t ncalls, callcap;
+	uint64_t out_of_order;    /* samples older than their thread's last: not used */
 };
 
 void xb_lc_init(struct xb_longcalls *lc, uint64_t threshold_ns);
 void xb_lc_free(struct xb_longcalls *lc);
-/* The next sample of thread THREAD (>= 0), in time order.  0, or -1 when
+/* The next sample of thread THREAD (>= 0), in time order (one older than
+ * the thread's last sample is counted in out_of_order and not used: the
+ * samples used stay in order, so every bound still holds).  0, or -1 when
  * memory runs out. */
 int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s);
 /* A call found by other means than samples (a scheduler seen blocked

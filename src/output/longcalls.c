@@ -141,6 +141,10 @@ int xb_lc_add(struct xb_longcalls *lc, int thread, const struct xb_lc_sample *s)
 	if (thread < 0 || ensure_thread(lc, thread) < 0)
 		return thread < 0 ? 0 : -1;
 	struct xb_lc_run *r = &lc->runs[thread];
+	if (r->have_prev && s->t < r->t_prev) {
+		lc->out_of_order++;
+		return 0;
+	}
 	if (s->in_call && !s->id.have) {
 		/* In a call whose identity could not be read: it may or may
 		 * not be R's.  It ends R only if it is in another function or

@@ -213,6 +213,10 @@ struct reader {
 	uint64_t head, tail; /* written by the reader, by the main thread */
 	/* counted by the reader, read by the main thread */
 	uint64_t received, records, queue_full, read_ns;
+	/* the main thread's: the record at tail, parsed (xb_prompt_consume) */
+	struct xb_sample cur;
+	uint64_t cur_end;    /* tail past it */
+	bool have;
 };
 
 struct xb_prompt {
@@ -436,41 +440,67 @@ int xb_prompt_start(struct xb_prompt **out, struct xb_sampler *smp, pid_t pid, c
 	return 0;
 }
 
-static int consume_queue(struct xb_prompt *p, struct reader *r, xb_sample_cb cb, void *arg)
+/* Parse the record at R's tail into r->cur (skipping padding and, counted,
+ * malformed records) up to HEAD; false when none is left. */
+static bool next_record(struct xb_prompt *p, struct reader *r, uint64_t head)
 {
-	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	r->have = false;
 	uint64_t tail = r->tail;
-	int n = 0;
 	while (tail < head) {
-		size_t off = (size_t)(tail & (r->p->qbytes - 1));
+		size_t off = (size_t)(tail & (p->qbytes - 1));
 		uint32_t len;
 		memcpy(&len, r->q + off, 4);
 		if (len == PAD) {
-			tail += r->p->qbytes - off;
+			tail += p->qbytes - off;
 			continue;
 		}
-		if (len > p->rec_max)
-			break; /* cannot happen: the reader wrote it */
-		struct xb_sample s;
-		if (xb_bpf_parse(r->q + off + 8, len, &s) == 0) {
-			s.bpf = false;
-			cb(&s, arg);
-			n++;
-		} else {
-			p->malformed++;
+		if (len > p->rec_max) { /* cannot happen: the reader wrote it */
+			tail = head;
+			break;
 		}
-		tail += 8 + ((len + 7) & ~(uint64_t)7);
-		/* give room back as we go: the reader may be waiting for it */
-		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+		uint64_t end = tail + 8 + ((len + 7) & ~(uint64_t)7);
+		if (xb_bpf_parse(r->q + off + 8, len, &r->cur) == 0) {
+			r->cur.bpf = false;
+			r->cur_end = end;
+			r->have = true;
+			break;
+		}
+		p->malformed++;
+		tail = end;
 	}
-	return n;
+	/* give room back as we go: the reader may be waiting for it */
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+	return r->have;
 }
 
+/* Every queue's records, merged in time order: a thread that moved
+ * between CPUs has its samples in two queues, and what is downstream
+ * (the long calls, the scheduler views) takes a thread's samples in the
+ * order they were taken (longcalls.h).  A linear pick among the CPUs'
+ * queues; each record is delivered, then its room given back. */
 int xb_prompt_consume(struct xb_prompt *p, xb_sample_cb cb, void *arg)
 {
 	int n = 0;
-	for (size_t k = 0; k < p->nr; k++)
-		n += consume_queue(p, &p->r[k], cb, arg);
+	uint64_t heads[p->nr ? p->nr : 1];
+	for (size_t k = 0; k < p->nr; k++) {
+		heads[k] = __atomic_load_n(&p->r[k].head, __ATOMIC_ACQUIRE);
+		next_record(p, &p->r[k], heads[k]);
+	}
+	for (;;) {
+		struct reader *best = NULL;
+		size_t bk = 0;
+		for (size_t k = 0; k < p->nr; k++)
+			if (p->r[k].have && (!best || p->r[k].cur.time_ns < best->cur.time_ns)) {
+				best = &p->r[k];
+				bk = k;
+			}
+		if (!best)
+			break;
+		cb(&best->cur, arg);
+		n++;
+		best->tail = best->cur_end;
+		next_record(p, best, heads[bk]);
+	}
 	return n;
 }
 

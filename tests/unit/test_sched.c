@@ -113,6 +113,54 @@ static size_t check_calls(const struct sim *s, const struct xb_longcalls *lc)
 	return lc->ncalls;
 }
 
+/* A thread's samples delivered out of time order (two CPUs' queues read
+ * one after the other, the thread having moved between them): 0.8 ms
+ * calls sampled every 0.5 ms, exact identities, each call's two samples
+ * swapped (where it has two).  The late ones are counted and left out: no call is
+ * reported long (a run taken from its later sample to its earlier one
+ * had a lower bound below zero, wrapped to 2^64 ns, and was reported as
+ * the longest call; the perf path's readers did that on OTP 29). */
+static void t_lc_out_of_order(void)
+{
+	static struct sim s;
+	sim_build(&s, 10 * MS, 8 * MS / 10, MS / 2, 300, 1);
+	static struct xb_lc_sample v[1000];
+	size_t n = 0;
+	for (uint64_t t = 10 * MS + 100000; t < s.end[s.n - 1] && n < 1000; t += MS / 2) {
+		long k = sim_at(&s, t);
+		struct xb_lc_sample ls = { .t = t, .in_call = k >= 0, .c_p = 0x1000, .fn = 7, .caller = 3,
+					   .pid = "<0.90.0>", .name = "caller", .read_ns = t };
+		if (k >= 0)
+			ls.id = (struct xb_call_id){ .fcalls = s.fcalls[k], .reds = s.reds[k], .have = true,
+						     .fcalls_exact = true, .reds_exact = true };
+		v[n++] = ls;
+	}
+	size_t swapped = 0;
+	for (size_t i = 1; i + 1 < n; i++) {
+		bool pair = v[i].in_call && v[i + 1].in_call && v[i].id.reds == v[i + 1].id.reds;
+		if (!pair)
+			continue;
+		struct xb_lc_sample x = v[i];
+		v[i] = v[i + 1];
+		v[i + 1] = x;
+		swapped++;
+		i++;
+	}
+	struct xb_longcalls lc;
+	xb_lc_init(&lc, 2 * MS);
+	for (size_t i = 0; i < n; i++)
+		xb_lc_add(&lc, 0, &v[i]);
+	xb_lc_finish(&lc);
+	CHECK(swapped >= 100 && lc.out_of_order == swapped, "%llu of the %zu swapped samples counted out of order",
+	      (unsigned long long)lc.out_of_order, swapped);
+	CHECK(lc.ncalls == 0, "%zu calls of 0.8 ms reported long, the first [%llu, %llu] ns", lc.ncalls,
+	      (unsigned long long)(lc.ncalls ? lc.calls[0].min_ns : 0),
+	      (unsigned long long)(lc.ncalls ? lc.calls[0].max_ns : 0));
+	const struct xb_lc_stats *st = xb_lc_stats_of(&lc, 0);
+	CHECK(st->longest_min_ns < 2 * MS, "the longest lower bound %llu ns", (unsigned long long)st->longest_min_ns);
+	xb_lc_free(&lc);
+}
+
 /* 0.5 ms calls back to back (one slice), sampled every ms: never long. */
 static void t_lc_back_to_back_exact(void)
 {
@@ -403,6 +451,7 @@ void sched_cases(void)
 	run_case("longcalls_live_reads_never_merge", t_lc_live_reads_never_merge);
 	run_case("longcalls_open_ends", t_lc_open_ends);
 	run_case("longcalls_off_cpu_merge", t_lc_off_cpu_merge);
+	run_case("longcalls_out_of_order", t_lc_out_of_order);
 	run_case("by_grouped_table", t_grouped_table);
 	run_case("states_of_samples", t_states);
 }
