@@ -45,6 +45,15 @@ typedef uint64_t xb_u64;
 #define XB_BPF_ESTACK_MAX 65528
 #define XB_BPF_PAGE 4096         /* copy granule: x86-64 base pages */
 
+/* The low bit of a thread's current_process slot as the tool hands it to
+ * the BPF program and the perf path's readers (slots are 8-aligned): the
+ * thread is a dirty scheduler.  There E is never in the alternative
+ * register: the process's state was saved when it was scheduled there
+ * (c_p->stop is exact), and no JIT code called the C code that runs, so
+ * rbp is the C code's (otp27-jit: a heap pointer in rbp during a dirty
+ * collection was taken for E, and the copy held heap data, not the stack). */
+#define XB_BPF_SLOT_DIRTY 1ull
+
 /* flags */
 #define XB_BPF_F_KERNEL_REGS (1u << 0)   /* ctx regs were not user mode: nothing else captured */
 #define XB_BPF_F_NO_THREAD (1u << 1)     /* tid not in the thread map (treated as no slot) */

@@ -110,6 +110,10 @@ void xb_vm_atoms_free(struct xb_vm *vm);
 int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr);
 /* Same for dirty schedulers: kind 'c' (cpu) or 'i' (io), N 1-based. */
 int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr);
+/* The address of the current_process field of a scheduler thread's data
+ * (KIND 's', 'c' or 'i', as xb_vm_thread_kind says; NO 1-based), 8-aligned;
+ * 0 for other threads or when it cannot be known. */
+uint64_t xb_vm_current_process_slot(struct xb_vm *vm, char kind, int no);
 
 /* Find unnamed globals by their contents (see discover.c); the counts are
  * the VM's scheduler threads of each kind. */

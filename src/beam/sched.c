@@ -73,6 +73,18 @@ int xb_vm_sched_data(struct xb_vm *vm, int no, uint64_t *addr)
 	return 0;
 }
 
+uint64_t xb_vm_current_process_slot(struct xb_vm *vm, char kind, int no)
+{
+	uint64_t esdp;
+	int64_t off = xb_off(vm, XB_F_SCHED_CURRENT_PROCESS); /* ErtsSchedulerData.current_process */
+	if (no <= 0 || off < 0)
+		return 0;
+	int r = kind == 's' ? xb_vm_sched_data(vm, no, &esdp)
+		: kind == 'c' || kind == 'i' ? xb_vm_dirty_sched_data(vm, kind, no, &esdp)
+					     : -1;
+	return r < 0 || (esdp + (uint64_t)off) % 8 ? 0 : esdp + (uint64_t)off;
+}
+
 int xb_vm_dirty_sched_data(struct xb_vm *vm, char kind, int no, uint64_t *addr)
 {
 	uint64_t ptr = kind == 'c' ? vm->sym.dirty_cpu_data_ptr : vm->sym.dirty_io_data_ptr, base;

@@ -310,6 +310,8 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 
 	struct xb_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	__u64 slot = t ? t->cur_proc_slot : 0;
+	int dirty = (slot & XB_BPF_SLOT_DIRTY) != 0;
+	slot &= ~7ull;
 	if (!t)
 		flags |= XB_BPF_F_NO_THREAD;
 	__u64 c_p = 0, heap = 0, hend = 0, stop = 0;
@@ -371,7 +373,7 @@ int xb_capture(struct bpf_perf_event_data *ctx)
 	/* The Erlang stack's tail: where, as xb_bpf_tail_window (bpf_record.h,
 	 * shared with the perf path's readers) says. */
 	__s32 er = c->E_reg, ar = c->E_alt_reg;
-	int e_ok = er >= 0 && er < XB_BPF_NREGS, alt_ok = ar >= 0 && ar < XB_BPF_NREGS;
+	int e_ok = er >= 0 && er < XB_BPF_NREGS, alt_ok = !dirty && ar >= 0 && ar < XB_BPF_NREGS;
 	__u64 emax = c->estack_max;
 	if (emax > XB_BPF_ESTACK_MAX)
 		emax = XB_BPF_ESTACK_MAX;

@@ -104,7 +104,8 @@ size_t xb_prompt_capture(const struct xb_bpf_conf *c, const struct xb_sample *sm
 	uint64_t rsp = smp->regs[XB_PREG_SP];
 	r.ustack_addr = rsp;
 	uint64_t c_p = 0, heap = 0, hend = 0, stop = 0;
-	bool have_proc = false;
+	bool have_proc = false, dirty = (slot & XB_BPF_SLOT_DIRTY) != 0;
+	slot &= ~7ull;
 	r.slot = slot;
 	if (slot) {
 		if (read(arg, slot, &c_p, 8) != 8) {
@@ -165,7 +166,8 @@ size_t xb_prompt_capture(const struct xb_bpf_conf *c, const struct xb_sample *sm
 
 	/* The Erlang stack's tail: where, as the BPF program's (bpf_record.h). */
 	uint8_t *est = ust + ul;
-	int e_ok = c->E_reg >= 0 && c->E_reg < XB_BPF_NREGS, alt_ok = c->E_alt_reg >= 0 && c->E_alt_reg < XB_BPF_NREGS;
+	int e_ok = c->E_reg >= 0 && c->E_reg < XB_BPF_NREGS,
+	    alt_ok = !dirty && c->E_alt_reg >= 0 && c->E_alt_reg < XB_BPF_NREGS;
 	uint64_t emax = c->estack_max < XB_BPF_ESTACK_MAX ? c->estack_max : XB_BPF_ESTACK_MAX;
 	uint64_t E, lo, hi, first;
 	bool mf = false, cut = false;

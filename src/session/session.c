@@ -152,17 +152,12 @@ static void rt_check(struct xb_session *s)
 }
 
 /* The address of thread T's scheduler's current_process (0 for other
- * threads), for the BPF program to read at the moment of a sample. */
+ * threads), for the BPF program to read at the moment of a sample; on a
+ * dirty scheduler with XB_BPF_SLOT_DIRTY set (bpf_record.h). */
 static uint64_t current_process_slot(struct xb_session *s, const struct xb_thread *t)
 {
-	uint64_t esdp;
-	int64_t off = xb_off(&s->vm, XB_F_SCHED_CURRENT_PROCESS);
-	if (t->sched_no <= 0 || off < 0)
-		return 0;
-	int r = t->kind == 's' ? xb_vm_sched_data(&s->vm, t->sched_no, &esdp)
-		: t->kind == 'c' || t->kind == 'i' ? xb_vm_dirty_sched_data(&s->vm, t->kind, t->sched_no, &esdp)
-						   : -1;
-	return r < 0 ? 0 : esdp + (uint64_t)off;
+	uint64_t slot = xb_vm_current_process_slot(&s->vm, t->kind, t->sched_no);
+	return slot && t->kind != 's' ? slot | XB_BPF_SLOT_DIRTY : slot;
 }
 
 static int attach_thread(void *arg, int fd, const struct xb_thread *t)

@@ -77,24 +77,14 @@ static char thread_kind(const void *vm, const char *comm, int *no)
 	return xb_vm_thread_kind(vm, comm, no);
 }
 
-static uint64_t sched_slot(struct xb_vm *vm, char kind, int no)
-{
-	uint64_t esdp;
-	int64_t off = xb_off(vm, XB_F_SCHED_CURRENT_PROCESS);
-	if (no <= 0 || off < 0)
-		return 0;
-	int r = kind == 's' ? xb_vm_sched_data(vm, no, &esdp)
-	      : kind == 'c' || kind == 'i' ? xb_vm_dirty_sched_data(vm, kind, no, &esdp) : -1;
-	return r < 0 ? 0 : esdp + (uint64_t)off;
-}
-
 static int attach(void *arg, int fd, const struct xb_thread *t)
 {
 	struct check *c = arg;
-	uint64_t slot = sched_slot(&c->vm, t->kind, t->sched_no);
+	uint64_t slot = xb_vm_current_process_slot(&c->vm, t->kind, t->sched_no);
 	if (c->nthr < MAX_THREADS)
 		c->thr[c->nthr++] = (struct thr){ t->tid, t->kind, t->sched_no, slot, 0 };
-	return xb_bpf_attach(c->bpf, fd, t->tid, slot);
+	/* as erlang-sample hands it (session.c) */
+	return xb_bpf_attach(c->bpf, fd, t->tid, slot && t->kind != 's' ? slot | XB_BPF_SLOT_DIRTY : slot);
 }
 
 /* A word of captured memory at ADDR (false when not captured). */

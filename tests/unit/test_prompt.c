@@ -207,6 +207,26 @@ static void t_prompt_jit_c_code(void)
 	CHECK(region_true(&out.regions[0], 0, 0), "the user stack is perf's copy");
 }
 
+static void t_prompt_dirty_scheduler(void)
+{
+	/* The same registers on a dirty scheduler (XB_BPF_SLOT_DIRTY): rbp
+	 * is the C code's (a heap pointer during a dirty collection), never
+	 * E; c_p->stop is exact there, and the record's slot is the address. */
+	struct fakemem m;
+	uint64_t htop = HEND - 0x2000, stop = HEND - 0x100, rbp = HEND - 0x400;
+	vm_memory(&m, htop, stop);
+	struct xb_bpf_conf k = conf(-1, XB_PREG_BP, 0, 0);
+	struct xb_sample s, out;
+	sample_at(&s, 0x555500001000ull, CSTACK + 0x100, 0x2000);
+	s.regs[XB_PREG_BP] = rbp;
+	size_t len = xb_prompt_capture(&k, &s, SLOT | XB_BPF_SLOT_DIRTY, planted_read, &m, rec, sizeof(rec));
+	CHECK(len > 0 && xb_bpf_parse(rec, len, &out) == 0, "no record");
+	const struct xb_bpf_rec *h = hdr();
+	CHECK((h->flags & XB_BPF_F_E_FROM_STOP) && !(h->flags & XB_BPF_F_E_FROM_ALT), "flags 0x%x", h->flags);
+	CHECK(h->E == stop && h->slot == SLOT && h->c_p != 0, "E %llx slot %llx", (unsigned long long)h->E,
+	      (unsigned long long)h->slot);
+}
+
 static void t_prompt_interpreter(void)
 {
 	/* The interpreter: ip in process_main, E in its register: exact,
@@ -307,6 +327,7 @@ void prompt_cases(void)
 {
 	run_case("prompt_jit_erlang_code", t_prompt_jit_erlang_code);
 	run_case("prompt_jit_c_code", t_prompt_jit_c_code);
+	run_case("prompt_dirty_scheduler", t_prompt_dirty_scheduler);
 	run_case("prompt_interpreter", t_prompt_interpreter);
 	run_case("prompt_gc_moving_the_stack", t_prompt_gc_moving_the_stack);
 	run_case("prompt_faults", t_prompt_faults);
