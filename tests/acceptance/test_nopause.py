@@ -67,7 +67,7 @@ import subprocess
 import threading
 import time
 
-from xbsample import wait_running
+from xbsample import scheduler_tids, wait_running
 from xbtest import (alone, ROOT, VM, check, log, no_asan, per_vm, run_cmd, skip_because, suite, timeout, tmpdir,
                     tool_path, wait_for)
 
@@ -275,15 +275,11 @@ def nopause(target):
 
 
 def scheduler_thread(vm, n):
-    """The TID of the VM's normal scheduler thread N (named N_scheduler)."""
-    for tid in os.listdir("/proc/%d/task" % vm.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                if f.read().strip() == "%d_scheduler" % n:
-                    return int(tid)
-        except OSError:
-            pass
-    check(False, "the VM has no thread named %d_scheduler" % n)
+    """The TID of the VM's normal scheduler thread N (N_scheduler, or
+    erts_sched_N from OTP 27)."""
+    tid = scheduler_tids(vm).get(n)
+    check(tid, "the VM has no thread named %d_scheduler or erts_sched_%d" % (n, n))
+    return tid
 
 
 def nopause_vm(vm, ref, cpus):

@@ -19,6 +19,7 @@ from test_formats import (frame_titles, check_svg_file, load_speedscope, pprof_t
                           validate)
 from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
                     wait_for)
+from xbsample import scheduler_tids  # noqa: E402
 
 TOOL = "erlang-sample"
 WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
@@ -736,20 +737,6 @@ def check_fifty(seen, rounds):
            [(c["min_ms"], c["max_ms"], round(real, 2), pr and (round(pr[0], 2), round(pr[1], 2)))
             for c, real, pr in fifty if not (40 <= c["min_ms"] and c["max_ms"] <= 60)][:3],
            open("/proc/loadavg").read().split()[0]))
-
-
-def scheduler_tids(vm):
-    """{N: tid} of the VM's normal scheduler threads (named N_scheduler)."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % vm.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                m = re.match(r"^(\d+)_scheduler$", f.read().strip())
-        except OSError:
-            continue
-        if m:
-            out[int(m.group(1))] = int(tid)
-    return out
 
 
 @per_vm(only=["stock"])

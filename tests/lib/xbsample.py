@@ -229,17 +229,33 @@ def check_drops(st, what, allowed=("too stale", "process moved on"), max_other=0
         log("%s: dropped for staleness (load): %s" % (what, load))
 
 
-def scheduler_cpu_ns(vm):
-    """CPU time (ns) each of the VM's normal scheduler threads has used so
-    far: {tid: ns}."""
+# A normal scheduler thread's name: N_scheduler to OTP 26, erts_sched_N from
+# OTP 27 (erl_process.c; the release tables' thread_fmt).
+SCHEDULER_COMM = re.compile(r"^(?:(\d+)_scheduler|erts_sched_(\d+))$")
+
+
+def scheduler_tids(vm):
+    """{N: tid} of the VM's normal scheduler threads."""
     out = {}
     for tid in os.listdir("/proc/%d/task" % vm.pid):
         try:
             with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                if not re.match(r"^\d+_scheduler$", f.read().strip()):
-                    continue
-            with open("/proc/%d/task/%s/schedstat" % (vm.pid, tid)) as f:
-                out[int(tid)] = int(f.read().split()[0])
+                m = SCHEDULER_COMM.match(f.read().strip())
+        except OSError:
+            continue
+        if m:
+            out[int(m.group(1) or m.group(2))] = int(tid)
+    return out
+
+
+def scheduler_cpu_ns(vm):
+    """CPU time (ns) each of the VM's normal scheduler threads has used so
+    far: {tid: ns}."""
+    out = {}
+    for tid in scheduler_tids(vm).values():
+        try:
+            with open("/proc/%d/task/%d/schedstat" % (vm.pid, tid)) as f:
+                out[tid] = int(f.read().split()[0])
         except OSError:
             pass
     return out
