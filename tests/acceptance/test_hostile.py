@@ -30,7 +30,7 @@ import subprocess
 import threading
 import time
 
-from xbsample import wait_running
+from xbsample import loaded_functions, wait_running
 from xbtest import (alone, asan, ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip, skip_because, suite,
                     time_scale, timeout, tmpdir, tool_path, untraced_leak_check, wait_for, read_perf_map)
 
@@ -504,11 +504,6 @@ def test_synthetic_random_reads():
 # ---------------------------------------------------------------------------
 # a real VM, its reads corrupted
 
-def loaded_functions(vm):
-    text = vm.eval_raw("xb_inspect:functions()").decode("utf-8")
-    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line}
-
-
 def corrupted_run(target, seconds):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
@@ -542,17 +537,11 @@ def corrupted_run(target, seconds):
                 check(r.rc in (0, 1) and not r.timed_out, "erlang-heapsample %s with corrupted reads: exit %s"
                       % (" ".join(args) or "(processes)", r.rc), r.describe())
                 heap_runs += 1
-        loaded = loaded_functions(vm)
-        # The JIT's own code (the stub every process's stack ends in,
-        # erts_beamasm:normal_exit/0, ...) is registered under a module that
-        # is never loaded (test_perfmap.PSEUDO_MODULES): those names as a
-        # clean read of the same VM's registrations gives them.  (A flipped
-        # read of beam_normal_exit lets a walk go one frame past the end:
-        # that frame is real JIT code, named from the VM's tables.)
-        clean = os.path.join(tmpdir(), "clean.map")
-        r = run_tool(PERFMAP, "-o", clean, str(vm.pid), timeout=60)
-        check(r.rc == 0, "erlang-write-perf-map without corruption: exit %s" % r.rc, r.describe())
-        loaded |= {name for _, _, name in read_perf_map(clean) if name.startswith("erts_beamasm:")}
+        # (the JIT's own code, erts_beamasm:normal_exit/0 ..., included: a
+        # flipped read of beam_normal_exit lets a walk go one frame past
+        # the end, and that frame is real JIT code, named from the VM's
+        # tables; loaded_functions takes them from a clean map)
+        loaded = loaded_functions(vm, {n.split(" (")[0] for n in names})
         # (with nothing named the check below would hold on nothing: 1 %
         # of reads flipped leaves most samples and their frames intact)
         check(len(names) >= 5, "only %d distinct Erlang frames named in %d runs with 1 %% of reads "

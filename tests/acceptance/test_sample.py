@@ -752,7 +752,11 @@ def test_skid_summary(target):
               % st["no live read"], r.out + r.err)
         # Per capture path (issue 16): BPF, and the perf path reading at the
         # moment of the sample, read nothing live: their summary says so
-        # (no skid, nothing discarded, every sample without a live read).
+        # (>= 99 % without a live read, nothing discarded).  The few the
+        # capture could not copy (a page not resident: counted as faults)
+        # are read live at the next drain, and one read more than 10 ms
+        # after its sample keeps only the frames the sample proves: at
+        # most 1 % (the matrix saw 1 or 2 in ~1,300).
         refused = bpf_refused()
         for path in (["perf"] if refused else ["bpf", "perf"]):
             r = sample(vm, "-d", "2", "--skid-summary", "-v", "--capture", path)
@@ -762,7 +766,7 @@ def test_skid_summary(target):
             check(m and c and c.group(1) == path, "--capture %s: no skid summary or capture line naming the "
                   "path" % path, r.out)
             check(int(c.group(2)) >= 0.99 * t.processed and int(m.group(5)) <= 0.01 * t.processed and
-                  int(m.group(7)) == 0 and int(c.group(3)) == 0,
+                  int(m.group(7)) == 0 and int(c.group(3)) <= 0.01 * t.processed,
                   "--capture %s: %s of %d samples needed no live read, %s were read live, %s discarded"
                   % (path, c.group(2), t.processed, m.group(5), m.group(7)), r.out + r.err)
         if refused:

@@ -19,7 +19,7 @@ import time
 
 from xbtest import (asan, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, suite, timeout, tmpdir,
                     tool_path)
-from xbsample import wait_running  # noqa: E402
+from xbsample import loaded_functions, wait_running  # noqa: E402
 
 SAMPLE = "erlang-sample"
 BIG = ["+S", "200:2", "+SDio", "1024"]
@@ -27,11 +27,6 @@ BIG = ["+S", "200:2", "+SDio", "1024"]
 
 def threads_of(pid):
     return len(os.listdir("/proc/%d/task" % pid))
-
-
-def loaded_functions(vm):
-    text = vm.eval_raw("xb_inspect:functions()").decode("utf-8")
-    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line}
 
 
 def sample_limited(pid, soft, hard, *args):
@@ -60,7 +55,8 @@ def test_1200_threads(target):
               "%d of %d threads sampled, %d unsampled under a soft limit of 1024" % (live, n, unsampled), r.err)
         names = set(re.findall(r"^\s*\d+\s+(\S+:\S+/\d+)\s+\d+\.\d+%\s+\[Erlang\]$", r.out, re.M))
         check("xb_split:hot_a/1" in names, "the busy process was not sampled among %d threads" % n, r.out)
-        bad = sorted(x for x in names if x not in loaded_functions(vm))
+        loaded = loaded_functions(vm, names)
+        bad = sorted(x for x in names if x not in loaded)
         check(not bad, "frames that name no loaded function: %s" % bad[:5])
         log("%d threads under a soft fd limit of 1024: %d live events, %.1f s" % (n, live, r.elapsed))
         # hard limit 1024: what cannot be opened is reported once
