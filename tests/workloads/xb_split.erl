@@ -15,6 +15,14 @@
 %%                            the pid.  Replaces a running xb_split.
 %%   xb_split:start()         start(80).
 %%   xb_split:stop()          kill it.
+%%   xb_split:times()         {NsInHotA, NsInHotB}: the time the process has
+%%                            spent in each (its own clock, summed per call
+%%                            since it started).  The measured truth for a
+%%                            sampler: "by construction" assumes a unit costs
+%%                            the same in both, and on some CPUs it does not
+%%                            (CI: hot_a/1's loop 1.5x slower than hot_b/1's
+%%                            one run, 81.7/18.3 for a 75/25 split: code
+%%                            placement, which the JIT chooses anew per VM).
 %%
 %% hot_a/1 and hot_b/1 have identical bodies: a block of 256 inline
 %% multiply/add/mask steps, repeated N times (a tail call per unit: the
@@ -22,7 +30,7 @@
 %% so CPU samples of the process land in hot_a/1 for HotPct % of its time and
 %% in hot_b/1 for the rest.
 -module(xb_split).
--export([start/0, start/1, stop/0, init/1, phase/2, hot_a/1, hot_b/1]).
+-export([start/0, start/1, stop/0, times/0, init/1, phase/2, hot_a/1, hot_b/1]).
 
 -define(UNITS, 2000). %% work units per cycle
 %% 256 multiply/add/mask steps, expanded inline (no call).
@@ -46,19 +54,34 @@ stop() ->
         Pid -> unlink(Pid), exit(Pid, kill), ok
     end.
 
+times() ->
+    T = persistent_term:get({?MODULE, times}),
+    {atomics:get(T, 1), atomics:get(T, 2)}.
+
+%% The counters are made anew by each process (a start/1 that replaces one
+%% resets them) and found through persistent_term, so that a test can read
+%% them without asking the busy process anything.
 init(HotPct) ->
-    phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100}, 12345).
+    T = atomics:new(2, [{signed, false}]),
+    persistent_term:put({?MODULE, times}, T),
+    phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100, T}, 12345).
 
 %% One cycle, then the next (tail call: the stack stays flat).  Each cycle
 %% is stretched by a pseudo-random factor in [0.5, 1.5) (an inline LCG:
 %% no call), the same for both functions: the ratio holds in every cycle,
 %% and cycles of varying length never line up with a sampler's period
-%% (a fixed cycle could alias with it).
-phase({A, B} = P, Seed) ->
+%% (a fixed cycle could alias with it).  Each part is timed (three clock
+%% reads a cycle of about a millisecond: too rare to show in a profile).
+phase({A, B, T} = P, Seed) ->
     S1 = (Seed * 1103515245 + 12345) band 16#7FFFFFFF,
     R = 512 + (S1 band 1023),
+    T0 = erlang:monotonic_time(nanosecond),
     hot_a(A * R div 1024),
+    T1 = erlang:monotonic_time(nanosecond),
     hot_b(B * R div 1024),
+    T2 = erlang:monotonic_time(nanosecond),
+    atomics:add(T, 1, T1 - T0),
+    atomics:add(T, 2, T2 - T1),
     ?MODULE:phase(P, S1).
 
 hot_a(0) -> ok;
