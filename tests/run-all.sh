@@ -105,5 +105,6 @@ if [[ $summary =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; 
 else
     summary="0 passed, 1 failed, 0 skipped"
 fi
+echo "  (and) run-all.sh: tests/mutation-check.sh FAILED: the suite does not catch a broken tool (its output is above the suite's)"
 echo "$summary"
 exit 1

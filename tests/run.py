@@ -120,6 +120,12 @@ class Counts:
             t[status] += 1
 
 
+# Every FAIL line printed (this process's and its shards'): recapped just
+# above the summary line, where a log cut in the middle (CI shows its head
+# and tail) still shows which tests failed and why.
+FAIL_LINES = []
+
+
 def emit(status, tid, reason=None, elapsed=None, detail=None, logs=()):
     if status == "PASS":
         line = "PASS %s (%.1fs)" % (tid, elapsed or 0.0)
@@ -128,6 +134,8 @@ def emit(status, tid, reason=None, elapsed=None, detail=None, logs=()):
         if status == "FAIL" and elapsed is not None:
             line += " (%.1fs)" % elapsed
     print(line, flush=True)
+    if status == "FAIL":
+        FAIL_LINES.append(line)
     for text in list(logs) + ([detail] if detail else []):
         for l in str(text).rstrip("\n").splitlines():
             print("    " + l, flush=True)
@@ -526,14 +534,17 @@ def run_shards(args, counts, kind="asan"):
         for l in body:
             if l.startswith("targets: "):
                 continue
+            if l.startswith("FAIL "):
+                FAIL_LINES.append(l)
             print(l, flush=True)
         if m:
             counts.passed += int(m.group(1))
             counts.failed += int(m.group(2))
             counts.skipped += int(m.group(3))
         else:
-            print("FAIL %s shard %d/%d: exit %s without a summary line" % (kind, i, n, procs[i].returncode),
-                  flush=True)
+            line = "FAIL %s shard %d/%d: exit %s without a summary line" % (kind, i, n, procs[i].returncode)
+            FAIL_LINES.append(line)
+            print(line, flush=True)
             counts.failed += 1
 
 
@@ -717,6 +728,10 @@ def main():
     if args.table or args.suite == "matrix":
         print_table(targets, counts)
     failed = counts.failed
+    if FAIL_LINES and not (args.asan_shard or args.plain_shard):
+        print("failed (%d):" % len(FAIL_LINES), flush=True)
+        for l in FAIL_LINES:
+            print("  " + (l if len(l) <= 300 else l[:297] + "..."), flush=True)
     if counts.passed == 0 and not (args.asan_shard or args.plain_shard):
         print("run.py: no test passed (%d skipped, %d failed): that is a failure"
               % (counts.skipped, counts.failed), flush=True)
