@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 from xbtest import (alone, asan, bpf_refused, VM, check, log, no_asan, per_vm, run_cmd, run_tool, skip_because,
                     spawn_tool, timeout, tmpdir)
@@ -122,7 +123,7 @@ def test_saturated_box(target):
     """Saturated machine (the VM busy on every scheduler, 2 hogs per core
     outside it): >= 99 % of samples processed on each capture path, none
     needing a live read, the 75/25 split within +-3 points (of the split
-    xb_split's own clock measured: SplitClock), and the
+    xb_split's own clock measured before the hogs: SplitClock), and the
     large-term sender's copying share within 2 points of the same VM's
     share without the hogs.  The sender's mix itself wanders from one
     window to the next (with the sink's queue in the thousands, +-4 points
@@ -135,6 +136,14 @@ def test_saturated_box(target):
         vm.eval("xb_copy:start_sink(1000)")
         wait_running(vm, "xb_split")
         wait_running(vm, "xb_sender")
+        # The split's truth, by xb_split's own clock while the VM has both
+        # CPUs and no hogs: its wall-time sums count an OS preemption as
+        # time in the function preempted, and wander by 3-8 points under
+        # the hogs below; what a unit costs in each function does not
+        # change with them.
+        clock = SplitClock(vm, nominal=75)
+        time.sleep(2)
+        truth = clock.share()
         ok_bpf, why = bpf_usable(vm)
         paths = ["perf"] + (["bpf"] if ok_bpf else [])
         d = tmpdir()
@@ -158,7 +167,6 @@ def test_saturated_box(target):
             idle, busy = [], []
             tot = dict(received=0, processed=0, lost=0, partial=0, no_live_read=0)
             a = b = 0
-            ta = tb = 0  # xb_split's own clock over the busy windows
             for k in range(3):
                 f = os.path.join(d, "idle-%s-%s%d.folded" % (cap, tag, k))
                 sample_v(vm, "-d", "2", "-F", "1997", "-t", "500", "--capture", cap, "-o", f)
@@ -166,11 +174,8 @@ def test_saturated_box(target):
                 with Hogs():
                     f = os.path.join(d, "busy-%s-%s%d.folded" % (cap, tag, k))
                     t = os.path.join(d, "busy-%s-%s%d.table" % (cap, tag, k))
-                    clock = SplitClock(vm)
                     r, st = sample_v(vm, "-d", "3", "-F", "1997", "-t", "500", "--capture", cap,
                                      "--skid-summary", "-o", t, "-o", f)
-                    da, db = clock.delta()
-                    ta, tb = ta + da, tb + db
                 check(st["capture"] == cap, "capture %s in use, asked for %s" % (st["capture"], cap), r.err)
                 busy += folded(f)
                 for key in tot:
@@ -178,11 +183,10 @@ def test_saturated_box(target):
                 rows = table(open(t).read())
                 a += sum(n for n, name, _, _ in rows if name == "xb_split:hot_a/1")
                 b += sum(n for n, name, _, _ in rows if name == "xb_split:hot_b/1")
-            check(ta > 0 and tb > 0, "xb_split's clock did not move in the busy windows")
-            return idle, busy, tot, a, b, 100.0 * ta / (ta + tb)
+            return idle, busy, tot, a, b
 
         for cap in paths:
-            idle, busy, tot, a, b, truth = windows(cap, "")
+            idle, busy, tot, a, b = windows(cap, "")
             rec, proc = tot["received"], tot["processed"]
             check(rec >= 1500, "%s: only %d samples under saturation" % (cap, rec))
             check(proc >= 0.99 * rec, "%s: processed %d of %d (< 99 %%) on a saturated machine" % (cap, proc, rec))
@@ -199,7 +203,7 @@ def test_saturated_box(target):
             check(a + b >= 600, "%s: only %d samples in hot_a/hot_b" % (cap, a + b))
             share = 100.0 * a / (a + b)
             check(abs(share - truth) <= 3, "%s: hot_a share %.1f %% under saturation (%.1f +- 3 by xb_split's "
-                  "own clock, nominal 75)" % (cap, share, truth))
+                  "own clock before the hogs, nominal 75)" % (cap, share, truth))
             cs_idle, what = copy_share(idle)
             cs_busy, _ = copy_share(busy)
             log("%s saturated: processed %d/%d, hot_a %.1f %% (its clock %.1f %%), %s %.1f %% (idle %.1f %%), "
@@ -210,7 +214,7 @@ def test_saturated_box(target):
                 # The mix still wanders now and then (CI saw a 2.1-point
                 # gap once): measured again, once; a tool that under-counts
                 # copying under load does so both times (issue 16: by 5x).
-                idle2, busy2, _, _, _, _ = windows(cap, "again")
+                idle2, busy2, _, _, _ = windows(cap, "again")
                 cs_idle, _ = copy_share(idle2)
                 cs_busy, _ = copy_share(busy2)
                 log("%s again: %s %.1f %% (idle %.1f %%)" % (cap, what, cs_busy, cs_idle))

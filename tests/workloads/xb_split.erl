@@ -7,7 +7,8 @@
 %%                            stretched at random, both parts alike): HotPct
 %%                            of them in hot_a/1, the rest in hot_b/1.  A unit is the
 %%                            same block of arithmetic in both, so the CPU
-%%                            split is HotPct : 100 - HotPct by construction,
+%%                            split is HotPct : 100 - HotPct by construction
+%%                            (where a unit costs the same in both: times/0),
 %%                            however much CPU the VM gets (a machine
 %%                            saturated by other programs included).  It never
 %%                            waits: it is always on a CPU or runnable (give
@@ -19,10 +20,14 @@
 %%                            spent in each (its own clock, summed per call
 %%                            since it started).  The measured truth for a
 %%                            sampler: "by construction" assumes a unit costs
-%%                            the same in both, and on some CPUs it does not
-%%                            (CI: hot_a/1's loop 1.5x slower than hot_b/1's
-%%                            one run, 81.7/18.3 for a 75/25 split: code
-%%                            placement, which the JIT chooses anew per VM).
+%%                            the same in both, which code placement (the JIT
+%%                            chooses it anew per VM) need not keep on every
+%%                            CPU (CI once sampled 81.7/18.3 for 75/25).
+%%                            Wall time: a call the OS preempts counts the
+%%                            wait as its own, so on a saturated machine the
+%%                            sums wander (3-8 points seen with the VM on one
+%%                            CPU and two busy loops on each); measure on a
+%%                            quiet one: what a unit costs does not change.
 %%
 %% hot_a/1 and hot_b/1 have identical bodies: a block of 256 inline
 %% multiply/add/mask steps, repeated N times (a tail call per unit: the
@@ -51,7 +56,12 @@ start(HotPct) when is_integer(HotPct), HotPct >= 0, HotPct =< 100 ->
 stop() ->
     case whereis(xb_split) of
         undefined -> ok;
-        Pid -> unlink(Pid), exit(Pid, kill), ok
+        Pid ->
+            %% gone (and unregistered) before a start/1 registers the next
+            unlink(Pid),
+            MRef = monitor(process, Pid),
+            exit(Pid, kill),
+            receive {'DOWN', MRef, process, Pid, _} -> ok end
     end.
 
 times() ->
