@@ -529,7 +529,7 @@ def check_read_bound(vm, heap_bytes):
     every word once when the heap fits.  The rest of what the tool reads
     (process table, atoms, the process) is measured on a small process:
     a fresh one that only waits (its heap a few hundred words; the
-    erl_prim_loader used before had grown by a run: the perf-path suite saw
+    erl_prim_loader used before varies with code loading: the perf-path suite saw
     483 KiB beyond it for 542 KiB read, 0.89 of the bound's 0.9)."""
     vm.eval("case whereis(xb_tiny) of undefined -> register(xb_tiny, spawn(fun() -> "
             "receive stop -> ok end end)); _ -> true end")
