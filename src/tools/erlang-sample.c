@@ -663,13 +663,19 @@ static int blame_refused(struct xb_session *s)
 	char close[512];
 	if (!o.blame || blame_target_exists(s, o.blame, close, sizeof(close)))
 		return 0;
-	fprintf(stderr, PROG ": no function of this VM (OTP %s, erts %s, %s, debug info: %s) matches '%s'%s%s%s\n",
-		s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor), xb_debug_name(s->vm.debug),
-		o.blame, close[0] ? "; close: " : "", close,
-		s->vm.debug == XB_DEBUG_DYNSYM ? "; a stripped beam names only its exported functions: install "
-						 "its debug symbols, or set DEBUGINFOD_URLS to fetch them, to "
-						 "blame internal ones"
-					       : "");
+	/* The close matches are symbol names from the target's own files
+	 * (a NIF library's included): one line, through xb_sanitize, as
+	 * every message that carries the target's text. */
+	char raw[2048], line[4 * sizeof(raw)];
+	snprintf(raw, sizeof(raw), "no function of this VM (OTP %s, erts %s, %s, debug info: %s) matches '%s'%s%s%s",
+		 s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor), xb_debug_name(s->vm.debug),
+		 o.blame, close[0] ? "; close: " : "", close,
+		 s->vm.debug == XB_DEBUG_DYNSYM ? "; a stripped beam names only its exported functions: install "
+						  "its debug symbols, or set DEBUGINFOD_URLS to fetch them, to "
+						  "blame internal ones"
+						: "");
+	xb_sanitize(raw, line, sizeof(line));
+	fprintf(stderr, PROG ": %s\n", line);
 	return 2;
 }
 

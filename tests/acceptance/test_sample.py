@@ -262,6 +262,30 @@ def build_nif(target, outdir, name="xb_nif", defines=()):
     return so[:-3]
 
 
+@per_vm(only=["stock"])
+def test_blame_close_names_clean(target):
+    """--blame FN refused: the close matches are symbol names from the
+    target's own files (here a NIF library whose exported function's name
+    holds an ESC and a newline), printed as one line with those bytes
+    escaped, never raw to the terminal."""
+    d = tmpdir()
+    lib = build_nif(target, d, name="xb_nif", defines=["XB_NIF_EVIL"])
+    with open(lib + ".so", "rb") as f:
+        data = f.read()
+    check(data.count(b"xb_evil_Q_red_Z_next") >= 1, "the placeholder symbol is not in the built library")
+    with open(lib + ".so", "wb") as f:
+        f.write(data.replace(b"xb_evil_Q_red_Z_next", b"xb_evil_\x1b_red_\n_next"))
+    with VM(target) as vm:
+        vm.eval('ok = xb_nif:load("%s")' % lib)
+        r = run_tool(TOOL, "--blame", "xb_evil_nomatch", "-d", "1", vm.pid, timeout=60)
+    check(r.rc == 2, "--blame of a name nothing matches: exit %s, expected 2" % r.rc, r.describe())
+    lines = r.err.splitlines()
+    check(len(lines) == 1 and "close: " in lines[0], "the refusal is not one line naming close matches",
+          r.describe())
+    check("\x1b" not in r.err and "xb_evil_\\x1b_red_\\x0a_next" in r.err,
+          "the target's symbol name reached the terminal unescaped: %r" % r.err)
+
+
 def start_sampling(vm, d, tag, *args):
     """erlang-sample -v ARGS PID in the background, its stdout and stderr in
     files of D; returns (process, stdout path, stderr path) once it samples."""
