@@ -3,7 +3,9 @@
  * gzipped by zlib as it is packed).
  *
  *   sample_type  [samples/count, cpu/nanoseconds]: value[1] = count x period
+ *                (samples/count alone when the rate is unknown: --period)
  *   period_type  cpu/nanoseconds, period = the metadata's period_ns
+ *                (samples/count, 1, when unknown)
  *   time_nanos, duration_nanos from the metadata; comments: the title,
  *   processed/received, --blame, the [truncated] note
  *   Function     one per frame used: name = the frame's name as shown
@@ -172,6 +174,7 @@ struct pp {
 	uint64_t *locids;
 	int64_t *values, *comments;
 	uint32_t *fid; /* frame id -> function/location id, 0: unused */
+	size_t ntypes; /* sample types written: 2, or 1 when the rate is unknown */
 };
 
 static void pp_free(struct pp *x)
@@ -243,10 +246,14 @@ static int build(struct pp *x, const struct xb_profile *p, const struct xb_out_m
 		return -1;
 	x->vtp[0] = &x->vt[0];
 	x->vtp[1] = &x->vt[1];
-	pb->n_sample_type = 2;
+	/* No rate (--period N counts events, not time): samples/count only.
+	 * A cpu/nanoseconds type of zeros would be pprof's default view (the
+	 * last sample type) and show nothing. */
+	x->ntypes = m->period_ns ? 2 : 1;
+	pb->n_sample_type = x->ntypes;
 	pb->sample_type = x->vtp;
-	pb->period_type = &x->vt[2];
-	pb->period = (int64_t)m->period_ns;
+	pb->period_type = m->period_ns ? &x->vt[2] : &x->vt[0];
+	pb->period = m->period_ns ? (int64_t)m->period_ns : 1;
 	pb->time_nanos = (int64_t)m->start_unix_ns;
 	pb->duration_nanos = (int64_t)m->duration_ns;
 
@@ -345,7 +352,7 @@ static int build(struct pp *x, const struct xb_profile *p, const struct xb_out_m
 		sm->location_id = li;
 		for (uint32_t k = 0; k < s->n; k++) /* leaf first, as the ids are */
 			*li++ = x->fid[s->ids[k]];
-		sm->n_value = 2;
+		sm->n_value = x->ntypes;
 		sm->value = &x->values[2 * i];
 		sm->value[0] = (int64_t)s->count;
 		sm->value[1] = (int64_t)(s->count * m->period_ns);
