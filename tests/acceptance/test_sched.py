@@ -19,7 +19,7 @@ from test_formats import (frame_titles, check_svg_file, load_speedscope, pprof_t
                           validate)
 from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
                     wait_for)
-from xbsample import scheduler_tids  # noqa: E402
+from xbsample import build_sched_nif, scheduler_tids  # noqa: E402
 
 TOOL = "erlang-sample"
 WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
@@ -29,23 +29,6 @@ GROUP = re.compile(r"^== (.*): (\d+) samples, (\d+\.\d+)% of all$")
 
 # ---------------------------------------------------------------------------
 # helpers
-
-def build_sched_nif(target, outdir):
-    """tests/workloads/xb_sched_nif.c against the target VM's own erl_nif.h;
-    returns the path without ".so"."""
-    incs = [os.path.join(target.root, "lib", "erlang", "usr", "include"),
-            os.path.join(target.root, "usr", "include")]
-    if target.name == "stock":
-        incs.append("/usr/lib/erlang/usr/include")
-    inc = next((d for d in incs if os.path.exists(os.path.join(d, "erl_nif.h"))), None)
-    check(inc is not None, "no erl_nif.h of %s (looked in %s)" % (target.name, ", ".join(incs)))
-    so = os.path.join(outdir, "xb_sched_nif.so")
-    r = run_cmd(["gcc", "-shared", "-fPIC", "-O2", "-g", "-Wall", "-Werror", "-I", inc, "-o", so,
-                 os.path.join(WORKLOADS, "xb_sched_nif.c"), "-lpthread"])
-    check(r.rc == 0, "building xb_sched_nif.so failed", r.describe())
-    log("NIF built with %s" % os.path.join(inc, "erl_nif.h"))
-    return so[:-3]
-
 
 def start_sleeper(vm, target, us):
     """xb_sleeper on scheduler 1, sleeping US microseconds in a NIF per
@@ -363,6 +346,11 @@ def test_schedulers_busy_one_of_four(target):
               [s["scheduler"] for s in normal])
         check({s["type"] for s in doc["schedulers"]} >= {"normal", "dirty_cpu", "dirty_io"},
               "dirty schedulers missing: %r" % [s["scheduler"] for s in doc["schedulers"]])
+        # the README's labels: "dirty_cpu N", "dirty_io N"
+        for s in doc["schedulers"]:
+            if s["type"] != "normal":
+                check(re.fullmatch(r"%s \d+" % s["type"], s["scheduler"]),
+                      "a %s scheduler labelled %r, not '%s N'" % (s["type"], s["scheduler"], s["type"]))
         lines = []
         for s in normal:
             sid = int(s["scheduler"])
@@ -853,6 +841,8 @@ def test_long_nif_calls(target):
         for rnd in range(5):
             r = sample(vm, "-d", "5", "--long-calls", "--format", "json", "-t", "1000")
             doc = json.loads(r.out)
+            check(doc.get("long_calls_ms") == 2, "the default --long-calls-ms is %r, not 2"
+                  % doc.get("long_calls_ms"))
             n, sn, _ = check_long_calls(doc, nif_truth(vm, doc), long_pid, None, "xb_long alone")
             check(n >= 20, "only %d long calls of xb_long reported in 5 s" % n, r.out[:3000])
             checked += n

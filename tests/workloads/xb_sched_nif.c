@@ -215,8 +215,18 @@ static ERL_NIF_TERM raw_calls_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
 	return list;
 }
 
+/* The calling scheduler thread's CPU time (ns): xb_split's CPU clock
+ * (xb_split:cpu_clock/0), which an OS preemption does not advance. */
+static ERL_NIF_TERM thread_cpu_ns_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_uint64(env, now_ns(CLOCK_THREAD_CPUTIME_ID));
+}
+
 static ErlNifFunc funcs[] = {
 	{ "spin", 1, xb_sched_spin_nif, 0 },
+	{ "thread_cpu_ns", 0, thread_cpu_ns_nif, 0 },
 	{ "sleep", 1, xb_sched_sleep_nif, 0 },
 	{ "raw_calls", 0, raw_calls_nif, 0 },
 };

@@ -28,6 +28,17 @@
 %%                            sums wander (3-8 points seen with the VM on one
 %%                            CPU and two busy loops on each); measure on a
 %%                            quiet one: what a unit costs does not change.
+%%   xb_split:cpu_clock()     from now on also time each part by the CPU time
+%%                            of the scheduler thread running it
+%%                            (xb_sched_nif:thread_cpu_ns/0: load that NIF
+%%                            first), which an OS preemption does not
+%%                            advance: the truth on a saturated machine.
+%%   xb_split:cpu_times()     {NsInHotA, NsInHotB, Cycles, Discarded}: CPU
+%%                            time in each since cpu_clock/0 (or since the
+%%                            process started, if later), the cycles so
+%%                            timed, and those not counted because the
+%%                            process changed schedulers (threads) between
+%%                            two reads of the thread's clock.
 %%
 %% hot_a/1 and hot_b/1 have identical bodies: a block of 256 inline
 %% multiply/add/mask steps, repeated N times (a tail call per unit: the
@@ -35,7 +46,8 @@
 %% so CPU samples of the process land in hot_a/1 for HotPct % of its time and
 %% in hot_b/1 for the rest.
 -module(xb_split).
--export([start/0, start/1, stop/0, times/0, init/1, phase/2, hot_a/1, hot_b/1]).
+-export([start/0, start/1, stop/0, times/0, cpu_clock/0, cpu_times/0, init/1, phase/2, hot_a/1,
+         hot_b/1]).
 
 -define(UNITS, 2000). %% work units per cycle
 %% 256 multiply/add/mask steps, expanded inline (no call).
@@ -68,11 +80,19 @@ times() ->
     T = persistent_term:get({?MODULE, times}),
     {atomics:get(T, 1), atomics:get(T, 2)}.
 
+cpu_clock() ->
+    persistent_term:put({?MODULE, cpu}, true),
+    ok.
+
+cpu_times() ->
+    T = persistent_term:get({?MODULE, times}),
+    {atomics:get(T, 3), atomics:get(T, 4), atomics:get(T, 5), atomics:get(T, 6)}.
+
 %% The counters are made anew by each process (a start/1 that replaces one
 %% resets them) and found through persistent_term, so that a test can read
 %% them without asking the busy process anything.
 init(HotPct) ->
-    T = atomics:new(2, [{signed, false}]),
+    T = atomics:new(6, [{signed, false}]),
     persistent_term:put({?MODULE, times}, T),
     phase({HotPct * ?UNITS div 100, (100 - HotPct) * ?UNITS div 100, T}, 12345).
 
@@ -85,14 +105,34 @@ init(HotPct) ->
 phase({A, B, T} = P, Seed) ->
     S1 = (Seed * 1103515245 + 12345) band 16#7FFFFFFF,
     R = 512 + (S1 band 1023),
+    Cpu = persistent_term:get({?MODULE, cpu}, false),
+    C0 = cpu_now(Cpu),
     T0 = erlang:monotonic_time(nanosecond),
     hot_a(A * R div 1024),
     T1 = erlang:monotonic_time(nanosecond),
+    C1 = cpu_now(Cpu),
     hot_b(B * R div 1024),
     T2 = erlang:monotonic_time(nanosecond),
+    C2 = cpu_now(Cpu),
     atomics:add(T, 1, T1 - T0),
     atomics:add(T, 2, T2 - T1),
+    cpu_add(T, C0, C1, C2),
     ?MODULE:phase(P, S1).
+
+%% {Scheduler, ThreadCpuNs, Scheduler}: the thread's clock is only
+%% comparable with itself, so each read names its scheduler on both sides.
+cpu_now(false) -> none;
+cpu_now(true) ->
+    S0 = erlang:system_info(scheduler_id),
+    C = xb_sched_nif:thread_cpu_ns(),
+    {S0, C, erlang:system_info(scheduler_id)}.
+
+cpu_add(T, {S, C0, S}, {S, C1, S}, {S, C2, S}) when C1 >= C0, C2 >= C1 ->
+    atomics:add(T, 3, C1 - C0),
+    atomics:add(T, 4, C2 - C1),
+    atomics:add(T, 5, 1);
+cpu_add(T, {_, _, _}, _, _) -> atomics:add(T, 6, 1);
+cpu_add(_, _, _, _) -> ok.
 
 hot_a(0) -> ok;
 hot_a(N) ->
