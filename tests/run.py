@@ -227,6 +227,12 @@ def sanitizer_env(san_dir):
     """Sanitizer options for the test's process (inherited by every tool it
     runs): reports go to files in san_dir, which the harness checks."""
     os.makedirs(san_dir, exist_ok=True)
+    # Tools a test runs as another user (setpriv --reuid=nobody: the
+    # privilege tests) write their reports here too: without write access
+    # the sanitizer would only print "Can't open file" and exit.
+    os.chmod(san_dir, 0o1777)
+    parent = os.path.dirname(san_dir)
+    os.chmod(parent, os.stat(parent).st_mode | 0o011)
     log = os.path.join(san_dir, "report")
     def add(var, extra):
         cur = os.environ.get(var, "")

@@ -57,7 +57,9 @@ def test_dump_finds_the_waiting_server(target):
         # issue 14: all listed within 2 s (the tool's start included)
         check(took < 2.0 * time_scale(), "--dump took %.2f s for %d processes (limit %.0f s)"
               % (took, n_vm, 2.0 * time_scale()))
-        check(len(doc) >= 0.99 * n_vm, "--dump listed %d of the VM's %d processes" % (len(doc), n_vm))
+        # all: the count moves only by the few processes the test's own
+        # evaluations start and end around the dump
+        check(len(doc) >= n_vm - 5, "--dump listed %d of the VM's %d processes" % (len(doc), n_vm))
         for p in doc[:50]:
             for key in ("pid", "name", "status", "current_function", "message_queue_len", "stack"):
                 check(key in p, "key %r missing in %r" % (key, p))
@@ -71,7 +73,8 @@ def test_dump_finds_the_waiting_server(target):
         check(any(f.startswith("gen_server:") for f in srv["stack"][4:]),
               "no gen_server frame under the chain: %s" % srv["stack"])
         idle = [p for p in doc if p["stack"][:1] == ["xb_dump:idle/0"]]
-        check(len(idle) >= 9900, "only %d of the 10,000 idle processes show xb_dump:idle/0" % len(idle))
+        # every one: they never change, so nothing excuses one missing
+        check(len(idle) == 10000, "%d of the 10,000 idle processes show xb_dump:idle/0" % len(idle))
         check(all(p["status"] == "waiting" for p in idle), "an idle process is not waiting")
         # the values, not only the keys: what process_info says
         check(srv["current_function"] == "xb_dump:wait_here/1" and srv["message_queue_len"] == 0,
@@ -157,7 +160,7 @@ def test_dump_rereads_then_marks_changing_stacks(target):
     marked".  A ring of 20 processes passing 5 tokens round (each switched
     in and out all the time, on one scheduler: mostly runnable or waiting,
     read from their saved state) and 50 processes waking every 2 ms: over
-    up to 8 dumps, some processes are read again and then listed with their
+    up to 30 dumps, some processes are read again and then listed with their
     stack (read again > marked: the re-read is done, and it helps), some
     ring processes are marked "changing" without a stack (marked = the
     summary's count), and the 200 idle processes, whose state never
@@ -167,7 +170,10 @@ def test_dump_rereads_then_marks_changing_stacks(target):
         vm.eval("xb_dump:tickers(50, 2)")
         vm.eval("xb_dump:ring(20, 5)")
         reread = marked = 0
-        for attempt in range(8):
+        # Up to 30 dumps (it stops at the first that shows both): on a
+        # machine saturated by others (tests/soak-saturated.sh) the VM and
+        # the tool seldom run at the same moment, and 8 once saw no change.
+        for attempt in range(30):
             r, _ = dump(vm)
             rows, m = text_rows(r.out)
             check(int(m.group(1)) == len(rows), "summary says %s processes, %d listed" % (m.group(1), len(rows)))

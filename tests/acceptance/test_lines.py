@@ -121,6 +121,15 @@ def test_lines_of_calls(target):
             check(shown.get(name) == ln, "--pstack --lines: %s at line %s, want %d"
                   % (name, shown.get(name), ln), r.out)
 
+        # the table (the default output): its rows are innermost functions,
+        # "name (file.erl:LINE)", the line inside spin/1
+        r = run_tool(TOOL, "-d", "2", "--lines", vm.pid, timeout=60)
+        check(r.rc == 0, "erlang-sample --lines (table) failed", r.describe())
+        rows = re.findall(r"\bxb_lines:spin/1 \((?:\S*/)?xb_lines\.erl:(\d+)\)", r.out)
+        check(rows, "the table with --lines has no row 'xb_lines:spin/1 (xb_lines.erl:LINE)'", r.out[:3000])
+        check(all(spin_lo <= int(n) <= spin_hi for n in rows),
+              "the table with --lines: spin/1 at lines %s, outside %d..%d" % (rows, spin_lo, spin_hi), r.out[:3000])
+
 
 @per_vm()
 def test_lines_none_without_line_info(target):
