@@ -1055,6 +1055,37 @@ def test_real_vm_exits_mid_read(target):
     log("the VM's exit seen mid-read: %s" % "; ".join(mid_read))
 
 
+def test_environment_read_with_secure_getenv():
+    """Every environment variable the tools read (the EXTROSPECT_* test
+    knobs, DEBUGINFOD_URLS) is read with secure_getenv, which returns
+    nothing in a process with file capabilities: a user cannot steer a
+    capability-holding tool (EXTROSPECT_FAULT corrupting its reads,
+    DEBUGINFOD_URLS pointing it at a server of theirs).  The end-to-end
+    check with setcap is test_file_capabilities_refuse_other_users
+    (EXTROSPECT_FORCE_RELEASE); this one covers every knob: no plain
+    getenv() anywhere in src/, and each knob the README names is read."""
+    plain, knobs = [], set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "src")):
+        for f in files:
+            if not f.endswith((".c", ".h")):
+                continue
+            path = os.path.join(dirpath, f)
+            text = open(path, encoding="utf-8", errors="replace").read()
+            for m in re.finditer(r"(?<![\w])(secure_)?getenv\s*\(\s*\"([A-Z_]+)\"", text):
+                if m.group(1):
+                    knobs.add(m.group(2))
+                else:
+                    plain.append("%s: getenv(\"%s\")" % (os.path.relpath(path, ROOT), m.group(2)))
+            for m in re.finditer(r"(?<![\w])getenv\s*\(", text):
+                line = text.count("\n", 0, m.start()) + 1
+                if not text[max(0, m.start() - 7):m.start()].endswith("secure_"):
+                    plain.append("%s:%d: getenv(" % (os.path.relpath(path, ROOT), line))
+    check(not plain, "plain getenv() in src/: %s" % sorted(set(plain)))
+    want = {"EXTROSPECT_FAULT", "EXTROSPECT_CAPTURE", "EXTROSPECT_FORCE_RELEASE", "DEBUGINFOD_URLS"}
+    check(knobs >= want, "knobs read with secure_getenv: %s; missing %s" % (sorted(knobs), sorted(want - knobs)))
+    log("read with secure_getenv: %s" % ", ".join(sorted(knobs)))
+
+
 def test_file_capabilities_refuse_other_users():
     """Installed with file capabilities instead of run as root: a process
     of another user is refused, one of the invoking user is read; test
