@@ -65,3 +65,66 @@ def test_layers_point_one_way():
           % sorted(beamless))
     log("%d directory dependencies, all pointing back along the pipeline; %s include nothing of src/beam"
         % (len(edges), ", ".join(sorted(BEAM_FREE))))
+
+
+def test_no_call_cycles_between_files():
+    """No dependency circles between files either (issue 10 named one
+    inside a directory: attach/discover.c and attach/vm.c calling each
+    other): from the built objects' symbol tables (nm), file A depends on
+    file B when A uses a function or object B defines; the graph of src/'s
+    files has no cycle (strongly connected components of one file only)."""
+    import collections
+    import subprocess
+    from xbtest import build_dir
+    objs = {}
+    for o in glob.glob(os.path.join(build_dir(), "*.p", "src_*.c.o")):
+        # meson's object name: src_DIR_FILE.c.o (FILE may hold "_")
+        objs.setdefault(os.path.basename(o)[len("src_"):-len(".c.o")].replace("_", "/", 1), o)
+    check(len(objs) >= 40, "only %d objects of src/ found under %s: build first" % (len(objs), build_dir()))
+    defs, uses = {}, collections.defaultdict(set)
+    for name, o in objs.items():
+        out = subprocess.run(["nm", o], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDBR":
+                defs[parts[2]] = name
+            elif len(parts) == 2 and parts[0] == "U":
+                uses[name].add(parts[1])
+    edges = {n: sorted({defs[u] for u in uses[n] if u in defs and defs[u] != n}) for n in objs}
+    # Tarjan's strongly connected components, iteratively
+    index, low, onstack, stack, cycles, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(objs):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter[0]
+                counter[0] += 1
+                stack.append(v)
+                onstack.add(v)
+            if i < len(edges[v]):
+                work.append((v, i + 1))
+                w = edges[v][i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in onstack:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    onstack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    cycles.append(sorted(comp))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    check(not cycles, "files of src/ that depend on each other (a cycle): %s" % cycles)
+    log("%d files of src/, %d dependencies between them, no cycle"
+        % (len(objs), sum(len(e) for e in edges.values())))
