@@ -239,6 +239,95 @@ def deep_chain(frames):
     return False
 
 
+def thread_policies(pid):
+    """{tid: (scheduling policy, nice)} of a process's threads (/proc stat
+    fields 41 and 19; 0 SCHED_OTHER, 1 SCHED_FIFO)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(rest[38]), int(rest[16]))
+    return out
+
+
+@per_vm(only=["stock"])
+def test_drain_priority_and_no_realtime(target):
+    """README: the drain loop takes SCHED_FIFO 1 where allowed (bursts of
+    at most 2 ms, then nice -10) and the perf path reads each sample at
+    its moment; --no-realtime declines both: the tool's threads stay
+    SCHED_OTHER at nice 0, the stacks are read live on a timer, and -v
+    says so."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
+        seen = {}
+        for tag, extra in (("default", []), ("no-realtime", ["--no-realtime"])):
+            p = spawn_tool(TOOL, "-v", "-d", "2", "--capture", "perf", *(extra + [str(vm.pid)]))
+            pol = {}
+            t_end = time.monotonic() + 1.5
+            while time.monotonic() < t_end and p.poll() is None:
+                try:
+                    now = thread_policies(p.pid)
+                except OSError:  # it ended meanwhile
+                    break
+                for tid, v in now.items():
+                    pol.setdefault(tid, set()).add(v)
+                time.sleep(0.05)
+            out, err = p.communicate(timeout=60)
+            err = err.decode(errors="replace")
+            check(p.returncode == 0, "erlang-sample %s: exit %s" % (tag, p.returncode), err)
+            seen[tag] = (pol, err)
+        pol, err = seen["default"]
+        check("drain loop SCHED_FIFO 1 (bursts of 2 ms, then nice -10)" in err,
+              "-v does not say the drain loop runs at SCHED_FIFO 1", err)
+        check("reads at the moment of the sample" in err, "the perf path does not read at the sample", err)
+        check(any(1 in {v[0] for v in vs} for vs in pol.values()),
+              "no thread of the tool ever at SCHED_FIFO: %r" % pol)
+        pol, err = seen["no-realtime"]
+        check("drain loop normal (--no-realtime)" in err and "stacks read live on a timer (--no-realtime)" in err,
+              "-v does not say --no-realtime declined SCHED_FIFO and the reads at the sample", err)
+        check(pol and all(vs == {(0, 0)} for vs in pol.values()),
+              "--no-realtime: the tool's threads at (policy, nice) %r, not SCHED_OTHER at nice 0" % pol)
+        log("default: policies %s; --no-realtime: %s" % (
+            sorted({v for vs in seen["default"][0].values() for v in vs}),
+            sorted({v for vs in seen["no-realtime"][0].values() for v in vs})))
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+def test_bpf_capture_tall_stack(target):
+    """The BPF capture's Erlang stack copy is bounded (README: 16 KiB from
+    2 KiB below E; deeper stacks have their outer frames read live,
+    counted): a process 800 frames deep, four words a frame (25 KiB of
+    stack), is sampled with all 800 frames, and those samples are not
+    counted as needing no live read."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_deep:tall(800)")
+        wait_running(vm, "xb_tall")
+        ok, why = bpf_usable(vm)
+        if not ok:
+            skip_because("no-bpf", target, why)
+        out = os.path.join(tmpdir(), "tall.folded")
+        r, st = sample_v(vm, "-d", "3", "--capture", "bpf", "--max-callchain-depth", "1024",
+                         "--format", "folded", "-o", out)
+        check(st["capture"] == "bpf", "capture %s in use" % st["capture"], r.err)
+        mine = [(frames, n) for frames, n in folded(out) if "xb_deep:tall/3" in frames]
+        total = sum(n for _, n in mine)
+        check(total >= 300, "only %d samples of xb_tall" % total, r.err)
+        whole = sum(n for frames, n in mine
+                    if frames.count("xb_deep:tall/3") == 800
+                    and frames[len(frames) - frames[::-1].index("xb_deep:tall/3"):][:1] == ["xb_deep:leaf/1"])
+        check(whole >= 0.99 * total, "%d of %d samples of xb_tall show its 800 frames; e.g. %s"
+              % (whole, total, ["%d x tall/3, leaf %s" % (f.count("xb_deep:tall/3"), f[-1]) for f, _ in mine[:3]]))
+        live = st["processed"] - st["no_live_read"]
+        check(live >= 0.9 * total, "%d samples read something live, %d of xb_tall's needed its outer "
+              "frames read live" % (live, total), r.err)
+        log("xb_tall, 800 frames of 4 words: %d of %d samples whole; %d of %d processed read live"
+            % (whole, total, live, st["processed"]))
+
+
 @per_vm()
 def test_bpf_capture_exact_deep_chain(target):
     """BPF capture: >= 99 % of samples need no live read, and every stack of

@@ -365,6 +365,32 @@ def test_pprof_read_by_go_tool():
     check(re.search(r"samples/count\s+cpu/nanoseconds", raw), "sample types", raw[:600])
 
 
+def test_big_profile_read_by_consumers():
+    """A large profile (--big 50000: 50,000 distinct stacks and far more
+    than the 512 names at which pprof's string table first grows) in the
+    files users hand to other tools: the speedscope file validates against
+    the schema and its weights sum to the folded total; go tool pprof reads
+    the pprof file and counts the same total."""
+    fo = write("folded", "--big", "50000", name="big.folded")
+    counts = [int(l.rsplit(" ", 1)[1]) for l in open(fo, encoding="utf-8", errors="replace")]
+    total = sum(counts)
+    check(len(counts) >= 40000 and total > 0, "the big profile has %d stacks" % len(counts))
+    ss = write("speedscope", "--big", "50000", name="big.speedscope.json")
+    doc = load_speedscope(ss)
+    validate(speedscope_validator(), doc, ss)
+    nframes = len(doc["shared"]["frames"])
+    check(nframes > 512, "only %d frames in the big profile" % nframes)
+    weights = sum(sum(p["weights"]) for p in doc["profiles"])
+    check(weights == total, "speedscope weights sum to %d, the folded total is %d" % (weights, total))
+    pp = write("pprof", "--big", "50000", name="big.pb.gz")
+    out = go_pprof("-top", "-sample_index=samples", "-nodecount=5", pp)
+    m = re.search(r"of (\d+) total", out)
+    check(m and int(m.group(1)) == total, "go tool pprof counts %s samples, the folded total is %d"
+          % (m.group(1) if m else "no", total), out[:2000])
+    log("big profile: %d stacks, %d samples, %d frames; speedscope valid, pprof read, totals equal"
+        % (len(counts), total, nframes))
+
+
 def test_pprof_groups_and_blame():
     path = write("pprof", "--groups", name="g.pb.gz")
     traces, out = pprof_traces(path)
@@ -793,6 +819,13 @@ def test_format_bench_size_bound():
     r = run_cmd([bench, "--rounds", "1", "--stacks", "2000", "--samples", "100000", "--dir", tmpdir()],
                 timeout=200)
     check(r.rc == 0, "format_bench failed", r.describe() + r.out)
+    # the cost table: a row per writer (and the blame filter), median and
+    # min milliseconds, bytes, and the ratio to the folded writer's time
+    costs = dict(re.findall(r"^(table|folded|flamegraph|speedscope|pprof|blame filter \(memory\))\s+"
+                            r"\d+\.\d\s+\d+\.\d\s+\d+\s+(\d+\.\d\d)$",
+                            r.out.split("flame graph size bound", 1)[0], re.M))
+    check(set(costs) == {"table", "folded", "flamegraph", "speedscope", "pprof", "blame filter (memory)"}
+          and costs["folded"] == "1.00", "the cost table lacks a writer: %s" % sorted(costs), r.out)
     rows = re.findall(r"^(.+?)\s+(\d+)\s+(\d+\.\d\d)$", r.out.split("flame graph size bound: 10 MB", 1)[-1], re.M)
     check("flame graph size bound: 10 MB" in r.out and len(rows) == 4, "no size bound table", r.out)
     for what, size, ratio in rows:

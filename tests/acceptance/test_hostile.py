@@ -516,6 +516,9 @@ def test_synthetic_random_reads():
 # ---------------------------------------------------------------------------
 # a real VM, its reads corrupted
 
+MFA = re.compile(r"^[^\s:;]+:[^\s;]+/\d+$")
+
+
 def corrupted_run(target, seconds):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
@@ -523,9 +526,9 @@ def corrupted_run(target, seconds):
         wait_running(vm, "xb_split")
         wait_running(vm, "xb_deep")
         env = {"EXTROSPECT_FAULT": "flip:10"}  # 1 % of reads
-        names = set()
+        names, map_names = set(), set()
         t_end = time.monotonic() + seconds
-        runs = heap_runs = 0
+        runs = heap_runs = map_runs = 0
         while time.monotonic() < t_end:
             for args in (["-d", "3"], ["--pstack"], ["--format", "folded", "-d", "2"]):
                 r = run_tool(SAMPLE, *(args + [str(vm.pid)]), timeout=60, env=env)
@@ -539,8 +542,14 @@ def corrupted_run(target, seconds):
                 else:
                     names |= printed_erlang_frames(r.out)
                 runs += 1
-            r = run_tool(PERFMAP, "-o", os.path.join(tmpdir(), "m"), str(vm.pid), env=env, timeout=60)
+            mp = os.path.join(tmpdir(), "m")
+            if os.path.exists(mp):
+                os.unlink(mp)
+            r = run_tool(PERFMAP, "-o", mp, str(vm.pid), env=env, timeout=60)
             check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
+            if r.rc == 0:
+                map_names |= {name for _, _, name in read_perf_map(mp) if MFA.match(name)}
+                map_runs += 1
             # erlang-heapsample reads processes, allocators and a heap
             # from the same corrupted memory: an error or a row marked
             # partial, never a crash or a hang.
@@ -562,8 +571,20 @@ def corrupted_run(target, seconds):
         # tables: a corrupted read may drop names, never invent one.
         bad = sorted(n for n in names if n.split(" (")[0] not in loaded)
         check(not bad, "frames that name no loaded function: %s" % bad[:10])
-        log("%d runs of erlang-sample and %d of erlang-heapsample over %d s, 1 %% of reads flipped: %d "
-            "distinct Erlang frames, all loaded functions" % (runs, heap_runs, seconds, len(names)))
+        # The perf maps written from the same corrupted reads: every
+        # Erlang name in them is one a clean map of the VM has (or a loaded
+        # function): a flipped read drops lines, never invents a name.
+        clean = os.path.join(tmpdir(), "clean.map")
+        r = run_tool(PERFMAP, "-o", clean, str(vm.pid), timeout=60)
+        check(r.rc == 0, "erlang-write-perf-map without faults failed", r.describe())
+        known = {name for _, _, name in read_perf_map(clean) if MFA.match(name)}
+        check(map_runs >= 1 and (map_names or not known), "%d perf maps written with corrupted reads, %d names"
+              % (map_runs, len(map_names)))
+        invented = sorted(map_names - known - loaded_functions(vm, map_names - known)) if map_names - known else []
+        check(not invented, "perf map lines that name no function of the VM: %s" % invented[:10])
+        log("%d runs of erlang-sample, %d of erlang-heapsample and %d perf maps (%d Erlang names, none "
+            "invented) over %d s, 1 %% of reads flipped: %d distinct Erlang frames, all loaded functions"
+            % (runs, heap_runs, map_runs, len(map_names), seconds, len(names)))
 
 
 @per_vm(only=["stock"])

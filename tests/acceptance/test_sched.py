@@ -173,8 +173,12 @@ def test_by_process_ratio_in_every_format(target):
                   {k: v for k, v in roots.items() if "xb_w" in k}, n2, n1))
         # flame graph: the groups are the frames right above "all"
         root, _ = check_svg_file(files["svg"])
-        titles = {t[0] for t in frame_titles(root)}
-        check(g2 in titles and g1 in titles, "the flame graph has no frame %r / %r" % (g2, g1))
+        # one frame per group, holding all of its samples (the root of
+        # every stack of the group: merged into one frame right above "all")
+        titles = [(t[0], t[1]) for t in frame_titles(root)]
+        for g, n in ((g2, n2), (g1, n1)):
+            mine = [k for name, k in titles if name == g]
+            check(mine == [n], "the flame graph's frames named %r hold %r samples, not one of %d" % (g, mine, n))
         # speedscope: valid by speedscope's own schema (tests/data), one
         # profile per group, named by it
         doc = load_speedscope(files["speedscope.json"])
@@ -251,6 +255,17 @@ def test_by_process_ratio_in_every_format(target):
         check(roots.get(g, 0) == groups[0][1], "--blame folded: %s roots %d samples, the table %d"
               % (g, roots.get(g, 0), groups[0][1]))
         log("--by process --blame erts_garbage_collect: %s first, %d of %s samples" % (g, groups[0][1], m.group(1)))
+        # an unregistered process: its group is its pid and initial call
+        up = vm.eval("pid_to_list(spawn(xb_split, hot_a, [1 bsl 40]))").strip().strip('"')
+        try:
+            r = sample(vm, "-d", "2", "--by", "process", "-t", "3")
+            groups = {g[0]: g[1] for g in parse_grouped_table(r.out)}
+            want = "%s xb_split:hot_a/1" % up
+            check(groups.get(want, 0) >= 50, "no group %r with its samples (groups %r)"
+                  % (want, sorted(groups)[:8]), r.out[:3000])
+            log("an unregistered process: group %r, %d samples" % (want, groups[want]))
+        finally:
+            vm.eval('exit(list_to_pid("%s"), kill)' % up)
 
 
 def test_by_and_report_combinations_refused():

@@ -11,11 +11,15 @@
 %%                      so nothing is below it but the process's exit frame.
 %%                      Returns the pid.  Replaces a running xb_deep.
 %%   xb_deep:stop()     kill it.
+%%   xb_deep:tall(N)    spawns `xb_tall`: N frames of tall/3, each holding
+%%                      three live values (four words a frame: more than
+%%                      the BPF capture's 16 KiB Erlang stack copy for
+%%                      N = 800), then leaf/1 spinning.  Returns the pid.
 %%
 %% Every function is exported so the compiler cannot infer that leaf/1
 %% never returns (which would let it turn the calls into tail calls).
 -module(xb_deep).
--export([start/0, stop/0, run/0, a/1, b/1, c/1, d/1, leaf/1]).
+-export([start/0, stop/0, run/0, a/1, b/1, c/1, d/1, leaf/1, tall/1, tall/3]).
 
 -define(M1(X), ((((X) * 7) + 13) band 16#FFFFFF)).
 -define(M4(X), ?M1(?M1(?M1(?M1(X))))).
@@ -34,6 +38,22 @@ stop() ->
     end.
 
 run() -> a(1).
+
+tall(N) ->
+    case whereis(xb_tall) of
+        undefined -> ok;
+        Old -> exit(Old, kill)
+    end,
+    Pid = spawn(?MODULE, tall, [N, 1, 2]),
+    register(xb_tall, Pid),
+    Pid.
+
+%% A, B and C are used after the call returns: each frame keeps them.
+tall(0, A, B) -> leaf(A + B);
+tall(N, A, B) ->
+    C = A * 3 + N,
+    X = tall(N - 1, B, C),
+    X + A + B + C.
 
 a(N) -> X = b(N + 1), X + 1.
 b(N) -> X = c(N + 1), X + 1.
