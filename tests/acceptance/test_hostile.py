@@ -580,8 +580,21 @@ def corrupted_run(target, seconds):
         known = {name for _, _, name in read_perf_map(clean) if MFA.match(name)}
         check(map_runs >= 1 and (map_names or not known), "%d perf maps written with corrupted reads, %d names"
               % (map_runs, len(map_names)))
-        invented = sorted(map_names - known - loaded_functions(vm, map_names - known)) if map_names - known else []
+        odd = sorted(map_names - known - loaded_functions(vm, map_names - known)) if map_names - known else []
+        # A flipped bit in the text of a name (the JIT's registration
+        # entries hold names as text, with no checksum to check them by)
+        # shows as that name with one character changed: seen once,
+        # file:gval_stream2/6 for file:eval_stream2/6.  What must never
+        # happen is a name the reads put together wrongly: another
+        # function's name, or a name made up of pieces.
+        by_len = {}
+        for k in known:
+            by_len.setdefault(len(k), []).append(k)
+        invented = [n for n in odd
+                    if not any(sum(a != b for a, b in zip(n, k)) == 1 for k in by_len.get(len(n), []))]
         check(not invented, "perf map lines that name no function of the VM: %s" % invented[:10])
+        if odd:
+            log("names with one character flipped (the text read, not the structure): %s" % odd[:5])
         log("%d runs of erlang-sample, %d of erlang-heapsample and %d perf maps (%d Erlang names, none "
             "invented) over %d s, 1 %% of reads flipped: %d distinct Erlang frames, all loaded functions"
             % (runs, heap_runs, map_runs, len(map_names), seconds, len(names)))

@@ -82,14 +82,18 @@ def test_no_call_cycles_between_files():
         objs.setdefault(os.path.basename(o)[len("src_"):-len(".c.o")].replace("_", "/", 1), o)
     check(len(objs) >= 40, "only %d objects of src/ found under %s: build first" % (len(objs), build_dir()))
     defs, uses = {}, collections.defaultdict(set)
-    for name, o in objs.items():
-        out = subprocess.run(["nm", o], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[1] in "TDBR":
-                defs[parts[2]] = name
-            elif len(parts) == 2 and parts[0] == "U":
-                uses[name].add(parts[1])
+    of = {o: name for name, o in objs.items()}
+    # one nm for all (-A: each line "OBJECT:VALUE TYPE NAME" or "OBJECT: U NAME")
+    out = subprocess.run(["nm", "-A"] + sorted(of), capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        path, _, rest = line.partition(".o:")
+        name, parts = of.get(path + ".o"), rest.split()
+        if name is None:
+            continue
+        if len(parts) == 3 and parts[1] in "TDBR":
+            defs[parts[2]] = name
+        elif len(parts) == 2 and parts[0] == "U":
+            uses[name].add(parts[1])
     edges = {n: sorted({defs[u] for u in uses[n] if u in defs and defs[u] != n}) for n in objs}
     # Tarjan's strongly connected components, iteratively
     index, low, onstack, stack, cycles, counter = {}, {}, set(), [], [], [0]
