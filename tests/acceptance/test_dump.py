@@ -134,6 +134,33 @@ def test_dump_running_process(target):
         check(p["stack"][:5] == want, "running xb_deep's stack: %s" % p["stack"])
 
 
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+def test_dump_runnable_process(target):
+    """Two busy processes on one scheduler: at any moment one runs and the
+    other waits in the run queue: --dump lists the two as one running, the
+    other runnable (not waiting: it waits for no message), each with its
+    stack."""
+    with VM(target, schedulers=1) as vm:
+        vm.eval("xb_split:start(75), xb_deep:start()")
+        wait_running(vm, "xb_split")
+        wait_running(vm, "xb_deep")
+        seen = set()
+        for attempt in range(10):
+            r, _ = dump(vm, "--format", "json", "xb_split", "xb_deep")
+            doc = json.loads(r.out)
+            check(len(doc) == 2, "not the two processes: %r" % doc)
+            st = sorted(p["status"] for p in doc)
+            check(all(s in ("running", "runnable") for s in st) and st != ["running", "running"],
+                  "two busy processes on one scheduler listed as %s" % st)
+            check(all(p["stack"] for p in doc), "a busy process listed without its stack: %r" % doc)
+            seen.add(tuple(st))
+            if ("runnable", "running") in seen:
+                break
+        check(("runnable", "running") in seen, "never one running and one runnable in %d dumps: %s"
+              % (attempt + 1, sorted(seen)))
+        log("statuses seen: %s" % sorted(seen))
+
+
 SUMMARY = re.compile(r"^(\d+) processes listed(?:; (\d+) exited while read, (\d+) read again \(changed under "
                      r"the first read\), (\d+) changing)?$")
 CHANGING = "changing: its state changed while its stack was read, twice"

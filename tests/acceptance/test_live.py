@@ -239,16 +239,16 @@ def test_live_blame(target):
 @per_vm(only=["stock"])
 def test_progress_line(target):
     """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe,
-    nothing for a run under 2 s."""
+    nothing for a run under 2 s, nothing when the result goes to stdout."""
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
         out = os.path.join(tmpdir(), "p.folded")
-        def on_a_terminal(seconds):
+        def on_a_terminal(seconds, to_file=True):
             """stderr text of a -d SECONDS run whose stderr is a pty, and its exit status."""
             master, slave = pty.openpty()
-            p = subprocess.Popen([tool_path(TOOL), "-d", str(seconds), "--format", "folded", "-o", out,
-                                  str(vm.pid)],
+            dest = ["--format", "folded", "-o", out] if to_file else []
+            p = subprocess.Popen([tool_path(TOOL), "-d", str(seconds)] + dest + [str(vm.pid)],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
                                  start_new_session=True)
             os.close(slave)
@@ -280,6 +280,11 @@ def test_progress_line(target):
         check(re.search(r"erlang-sample: \d+/4 s, \d+ samples, \d+\.\d% processed", text),
               "no progress line on a terminal stderr", text)
         check(text.endswith("\r\x1b[K") or "\r\x1b[K" in text, "the progress line is not erased", text)
+        # the table on stdout (no -o), stderr a terminal: the result is on
+        # the screen, no progress line goes with it
+        text, rc = on_a_terminal(3, to_file=False)
+        check(rc == 0 and "processed" not in text and "\r" not in text,
+              "progress on a terminal while the table goes to stdout (exit %s)" % rc, text)
         r = run_tool(TOOL, "-d", "3", "--format", "folded", "-o", out, vm.pid, timeout=30)
         check(r.rc == 0 and "processed" not in r.err and "\r" not in r.err,
               "progress text on stderr that is not a terminal", r.describe())

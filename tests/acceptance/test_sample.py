@@ -262,6 +262,36 @@ def build_nif(target, outdir, name="xb_nif", defines=()):
     return so[:-3]
 
 
+@per_vm(flavor="emu")
+def test_interpreter_scheduling_not_charged(target):
+    """README: in the interpreter, a sample in erts_schedule called from
+    process_main (the scheduler switching processes) is not charged to the
+    process that last ran (c_p is stale there): no Erlang frame above it.
+    The broker switches processes all the time."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_broker:start()")
+        wait_running(vm, "xb_queue_1")
+        seen, charged, attempt = 0, [], -1
+        for attempt in range(3):
+            r = sample(vm, "-d", "3", "--format", "folded", "-t", "100000")
+            for line in r.out.splitlines():
+                frames, n = line.rsplit(" ", 1)
+                frames = frames.split(";")
+                for i in range(1, len(frames)):
+                    if frames[i] == "erts_schedule" and frames[i - 1] == "process_main":
+                        seen += int(n)
+                        if any(re.match(r"^[^;\s]+:[^;\s]+/\d+$", f) for f in frames[:i - 1]):
+                            charged.append(line)
+                        break
+            if seen >= 20:
+                break
+        check(seen >= 20, "only %d samples in erts_schedule under process_main in %d runs of the broker"
+              % (seen, attempt + 1))
+        check(not charged, "%d stacks of erts_schedule under process_main charged to an Erlang process"
+              % len(charged), "\n".join(charged[:5]))
+        log("%d samples in erts_schedule under process_main, none charged to a process" % seen)
+
+
 @per_vm(only=["stock"])
 def test_blame_close_names_clean(target):
     """--blame FN refused: the close matches are symbol names from the
