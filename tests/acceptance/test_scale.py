@@ -168,11 +168,16 @@ def test_thread_churn():
             if capture == "bpf" and "capture perf" in err:
                 continue  # no BPF here: the perf path is tested next
             check(p.returncode == 0, "exit %s" % p.returncode, err)
-            m = re.search(r"threads: (\d+) opened, (\d+) live, (\d+) slots", err)
+            m = re.search(r"threads: (\d+) opened, (\d+) live, (\d+) slots, (\d+) unsampled", err)
             check(m, "no thread counts in -v", err)
             opened, slots = int(m.group(1)), int(m.group(3))
             check(opened >= 50 and slots <= 64, "%s: %d threads opened in 7 s but %d slots kept" %
                   (capture, opened, slots), err)
+            # every thread it found it could open: none left unsampled for
+            # want of a descriptor or a slot (a thread gone before it was
+            # found is not one it could sample)
+            check(int(m.group(4)) == 0 and "cannot be sampled" not in err,
+                  "%s: %s threads unsampled under churn" % (capture, m.group(4)), err)
             fds = [s[1] for s in seen[1:]]
             rss = [s[0] for s in seen[1:]]
             check(fds and max(fds) - min(fds) <= 16, "%s: open fds went %s" % (capture, fds))
