@@ -146,6 +146,17 @@ def test_known_processes(target):
                            ("stack", "xb_mem_deep"), ("heap", "xb_mem_list")):
             rr, _ = processes_json(vm, "--sort", field)
             check(rr[0]["name"] == top, "--sort %s: first is %s, expected %s" % (field, rr[0]["name"], top))
+        # --sort reductions: a busy loop outruns every other process
+        vm.eval("xb_split:start(75)")
+        top = ("begin {reductions, R} = process_info(whereis(xb_split), reductions), "
+               "lists:all(fun(P) -> case process_info(P, reductions) of {reductions, X} -> X * 2 =< R; "
+               "_ -> true end end, processes() -- [whereis(xb_split)]) end")
+        check(wait_for(lambda: vm.eval(top).strip() == "true", timeout=60, step=0.2),
+              "xb_split never had twice the reductions of every other process")
+        rr, _ = processes_json(vm, "--sort", "reductions")
+        check(rr[0]["name"] == "xb_split", "--sort reductions: first is %s, expected xb_split (busy)"
+              % rr[0]["name"])
+        vm.eval("xb_split:stop()")
         # the sum against the VM's own figure for processes
         check_processes_totals(vm, "known processes")
         vm.eval("xb_mem:stop()")
