@@ -726,9 +726,12 @@ def take_pid(pid, seconds=5.0):
         time.sleep(0.01)
 
 
-def reused_midrun(target, argv, seconds):
-    """Run TOOL ARGV PID in the background for SECONDS, kill the VM, give
-    its PID to a busy shell at once: (exit status, stdout, stderr, PID)."""
+def reused_midrun(target, argv, seconds, cpu_s=None):
+    """Run TOOL ARGV PID in the background for SECONDS (or, with CPU_S, an
+    erlang-sample -v: until it samples and the VM's schedulers have used
+    CPU_S of CPU since: what it gathers, however loaded the machine), kill
+    the VM, give its PID to a busy shell at once: (exit status, stdout,
+    stderr, PID)."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
@@ -738,7 +741,13 @@ def reused_midrun(target, argv, seconds):
         out, err = os.path.join(d, tag + ".out"), os.path.join(d, tag + ".err")
         with open(out, "w") as fo, open(err, "w") as fe:
             p = spawn_tool(argv[0], *(argv[1:] + [pid]), stdout=fo, stderr=fe)
-        time.sleep(seconds)  # what it gathers, not synchronisation
+        if cpu_s is None:
+            time.sleep(seconds)  # what it gathers, not synchronisation
+        else:
+            wait_sampling(p, err, timeout=30)
+            c0 = sum(scheduler_cpu_ns(vm).values())
+            check(wait_for(lambda: sum(scheduler_cpu_ns(vm).values()) - c0 >= cpu_s * 1e9, timeout=60, step=0.05),
+                  "the VM's schedulers did not use %.1f s of CPU in 60 s" % cpu_s)
         vm.kill()  # SIGKILL and reaped: the PID is free
         other = take_pid(pid)
         try:
@@ -762,7 +771,8 @@ def test_pid_reused_midrun(target):
     erlang-sample's perf events end with the VM's threads; erlang-heapsample
     --interval has none, only the pidfd it holds of the VM (a PID number
     would now name the newcomer)."""
-    rc, out, err, pid = reused_midrun(target, [TOOL, "-v", "-d", "60"], 1.0)
+    # 0.2 s of the schedulers' CPU: about 200 samples at 997 Hz
+    rc, out, err, pid = reused_midrun(target, [TOOL, "-v", "-d", "60"], None, cpu_s=0.2)
     check(rc == 0, "erlang-sample: exit %d after the VM died" % rc, out + err)
     processed, received, rows = parse_table(out)
     check(processed >= 50, "erlang-sample: only %d samples gathered before the VM died" % processed, out)
