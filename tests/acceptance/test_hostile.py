@@ -31,7 +31,7 @@ import threading
 import time
 
 from xbsample import loaded_functions, wait_running
-from xbtest import (alone, asan, ROOT, VM, check, log, per_vm, run_cmd, run_tool, skip, skip_because, suite,
+from xbtest import (alone, asan, ROOT, VM, check, log, per_vm, run_cmd, run_tool, sanitized, skip, skip_because, suite,
                     time_scale, timeout, tmpdir, tool_path, untraced_leak_check, wait_for, read_perf_map)
 
 SAMPLE = "erlang-sample"
@@ -754,8 +754,15 @@ def test_sigint_within_100ms():
         max(waited) * 1000, sum(1 for w in waited if w > 0.005), len(waited)))
     log("slowest exits after ^C or SIGTERM: %s" % "; ".join("%.0f ms (%s %s, %s %s, %s after %.2f s)" % (
         w[0] * 1000, w[1], w[2], w[3], w[4], w[6], w[5]) for w in worst[:3]))
-    check(worst[0][0] < 0.1 * time_scale(), "%s %s took %.0f ms to honour %s (%s %s after %.2f s)" %
-          (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][6], worst[0][3], worst[0][4], worst[0][5]))
+    # 100 ms for the tools as shipped.  The sanitized build's exit runs
+    # LeakSanitizer's scan of the heap after the tool is done, which on a
+    # saturated machine took it to 361 ms once (tests/soak-saturated.sh):
+    # the sanitizer pass is about memory safety on these paths, so its
+    # bound is 0.5 s, and the plain pass holds the 100 ms.
+    limit = 0.5 if sanitized() else 0.1
+    check(worst[0][0] < limit, "%s %s took %.0f ms to honour %s (%s %s after %.2f s; limit %.0f ms)" %
+          (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][6], worst[0][3], worst[0][4], worst[0][5],
+           limit * 1000))
 
 
 def test_heapsample_changing_processes_skipped_and_counted():
