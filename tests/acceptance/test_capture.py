@@ -299,6 +299,21 @@ def test_drain_priority_and_no_realtime(target):
             sorted({v for vs in seen["no-realtime"][0].values() for v in vs})))
 
 
+def bpf_folded(vm, target, start, name, *args):
+    """Start a workload (START, evaluated; NAME, the process to see
+    running), skip where this kernel refuses BPF, and sample it with BPF
+    capture as folded stacks: (result, -v statistics, folded file)."""
+    vm.eval(start)
+    wait_running(vm, name)
+    ok, why = bpf_usable(vm)
+    if not ok:
+        skip_because("no-bpf", target, why)
+    out = os.path.join(tmpdir(), "%s.folded" % name)
+    r, st = sample_v(vm, *(list(args) + ["--capture", "bpf", "--format", "folded", "-o", out]))
+    check(st["capture"] == "bpf", "capture %s in use" % st["capture"], r.err)
+    return r, st, out
+
+
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 def test_bpf_capture_tall_stack(target):
     """The BPF capture's Erlang stack copy is bounded (README: 16 KiB from
@@ -307,28 +322,21 @@ def test_bpf_capture_tall_stack(target):
     stack), is sampled with all 800 frames, and those samples are not
     counted as needing no live read."""
     with VM(target, schedulers=2) as vm:
-        vm.eval("xb_deep:tall(800)")
-        wait_running(vm, "xb_tall")
-        ok, why = bpf_usable(vm)
-        if not ok:
-            skip_because("no-bpf", target, why)
-        out = os.path.join(tmpdir(), "tall.folded")
         # --max-skid-ms 1000: the outer frames' live read may come late on
         # a loaded machine, and xb_tall's stack never changes (the bound
         # on skid is test_max_skid_ms's)
-        r, st = sample_v(vm, "-d", "4", "--capture", "bpf", "--max-callchain-depth", "1024",
-                         "--max-skid-ms", "1000", "--format", "folded", "-o", out)
-        check(st["capture"] == "bpf", "capture %s in use" % st["capture"], r.err)
+        r, st, out = bpf_folded(vm, target, "xb_deep:tall(800)", "xb_tall", "-d", "4",
+                                "--max-callchain-depth", "1024", "--max-skid-ms", "1000")
         mine = [(frames, n) for frames, n in folded(out) if "xb_deep:tall/3" in frames]
         total = sum(n for _, n in mine)
         check(total >= 150, "only %d samples of xb_tall" % total, r.err)
 
-        def ok(frames):
+        def whole_stack(frames):
             return (frames.count("xb_deep:tall/3") == 800 and
                     frames[len(frames) - frames[::-1].index("xb_deep:tall/3"):][:1] == ["xb_deep:leaf/1"])
-        whole = sum(n for frames, n in mine if ok(frames))
+        whole = sum(n for frames, n in mine if whole_stack(frames))
         bad = [(n, [f for f in frames if f != "xb_deep:tall/3"], frames.count("xb_deep:tall/3"))
-               for frames, n in mine if not ok(frames)]
+               for frames, n in mine if not whole_stack(frames)]
         check(whole >= 0.99 * total, "%d of %d samples of xb_tall show its 800 frames; not (samples, other "
               "frames, tall/3 frames): %s" % (whole, total, bad[:4]), r.err)
         live = st["processed"] - st["no_live_read"]
@@ -343,14 +351,7 @@ def test_bpf_capture_exact_deep_chain(target):
     """BPF capture: >= 99 % of samples need no live read, and every stack of
     the deep chain (a->b->c->d->leaf) is complete and exact."""
     with VM(target, schedulers=2) as vm:
-        vm.eval("xb_deep:start()")
-        wait_running(vm, "xb_deep")
-        ok, why = bpf_usable(vm)
-        if not ok:
-            skip_because("no-bpf", target, why)
-        out = os.path.join(tmpdir(), "deep.folded")
-        r, st = sample_v(vm, "-d", "3", "--capture", "bpf", "--format", "folded", "-o", out)
-        check(st["capture"] == "bpf", "capture %s in use" % st["capture"], r.err)
+        r, st, out = bpf_folded(vm, target, "xb_deep:start()", "xb_deep", "-d", "3")
         check(st["processed"] >= 0.99 * st["received"], "processed %d of %d"
               % (st["processed"], st["received"]), r.err)
         check(st["no_live_read"] >= 0.99 * st["processed"],
