@@ -150,7 +150,9 @@ def test_dump_runnable_process(target):
             doc = json.loads(r.out)
             check(len(doc) == 2, "not the two processes: %r" % doc)
             st = sorted(p["status"] for p in doc)
-            check(all(s in ("running", "runnable") for s in st) and st != ["running", "running"],
+            # (both "running" happens: the two are read a moment apart,
+            # and the scheduler may switch between the reads)
+            check(all(s in ("running", "runnable") for s in st),
                   "two busy processes on one scheduler listed as %s" % st)
             check(all(p["stack"] for p in doc), "a busy process listed without its stack: %r" % doc)
             seen.add(tuple(st))
