@@ -90,11 +90,16 @@ int xb_bpf_attach(struct xb_bpf *b, int perf_fd, pid_t tid, uint64_t cur_proc_sl
 void xb_bpf_detach_thread(struct xb_bpf *b, pid_t tid);
 /* The ring buffer's epoll-able fd (readable when the ring is half full). */
 int xb_bpf_fd(const struct xb_bpf *b);
-/* Deliver every record in the ring to cb; returns the samples delivered
+/* Deliver the records in the ring to cb; returns the samples delivered
  * (malformed records are counted in xb_bpf_stats.malformed), or -1.  The
  * sample's pointers (stack, regions) point into the ring: valid only
- * during the callback. */
-int xb_bpf_consume(struct xb_bpf *b, void (*cb)(const struct xb_sample *s, void *arg), void *arg);
+ * during the callback.  BUDGET_NS > 0 stops after that much time (checked
+ * after each record; the rest stay in the ring for the next call):
+ * libbpf's consume reads until the ring is empty, so a consumer slower
+ * than the program (a costly sample on a saturated machine) would never
+ * return, and the run would not end at its -d or on ^C.  0: until empty. */
+int xb_bpf_consume(struct xb_bpf *b, void (*cb)(const struct xb_sample *s, void *arg), void *arg,
+		   uint64_t budget_ns);
 void xb_bpf_close(struct xb_bpf *b);
 
 struct xb_bpf_stats {
@@ -103,6 +108,7 @@ struct xb_bpf_stats {
 	uint64_t ring_full;  /* records lost: the ring was full */
 	uint64_t no_conf;    /* runs before a configuration was set */
 	uint64_t delivered, malformed; /* by xb_bpf_consume */
+	uint64_t unread;     /* written and still in the ring (not consumed by the end) */
 	uint64_t run_ns, run_cnt; /* the kernel's run-time statistics (0 unless enabled) */
 	uint64_t verified_insns;  /* instructions the verifier went through (complexity) */
 	/* Delivered records with each XB_BPF_F_* flag (bit i -> flags[i]):

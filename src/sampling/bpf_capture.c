@@ -37,6 +37,8 @@ struct xb_bpf {
 	void (*cb)(const struct xb_sample *s, void *arg);
 	void *arg;
 	int delivered;
+	uint64_t until_ns; /* the call's budget ends (0: none) */
+	bool budget_hit;
 	uint64_t total_delivered, malformed;
 	uint64_t flags[XB_BPF_NFLAGS];
 };
@@ -344,16 +346,27 @@ static int on_record(void *ctx, void *data, size_t size)
 		b->flags[i] += (f >> i) & 1;
 	if (b->cb)
 		b->cb(&s, b->arg);
+	if (b->until_ns && xb_now_ns() >= b->until_ns) {
+		/* libbpf has advanced past this record before calling us:
+		 * a negative return stops the loop with it consumed */
+		b->budget_hit = true;
+		return -EAGAIN;
+	}
 	return 0;
 }
 
-int xb_bpf_consume(struct xb_bpf *b, void (*cb)(const struct xb_sample *s, void *arg), void *arg)
+int xb_bpf_consume(struct xb_bpf *b, void (*cb)(const struct xb_sample *s, void *arg), void *arg,
+		   uint64_t budget_ns)
 {
 	b->cb = cb;
 	b->arg = arg;
 	b->delivered = 0;
+	b->until_ns = budget_ns ? xb_now_ns() + budget_ns : 0;
+	b->budget_hit = false;
 	int r = ring_buffer__consume(b->rb);
 	b->cb = NULL;
+	if (r < 0 && b->budget_hit)
+		r = 0;
 	if (r < 0)
 		return xb_fail("BPF capture: reading the ring buffer: %s", strerror(-r));
 	return b->delivered;
@@ -389,6 +402,8 @@ int xb_bpf_stats(struct xb_bpf *b, struct xb_bpf_stats *st)
 			*dst[k] += v[c];
 	}
 	free(v);
+	uint64_t consumed = b->total_delivered + b->malformed;
+	st->unread = st->records > consumed ? st->records - consumed : 0;
 	struct bpf_prog_info info;
 	uint32_t len = sizeof(info);
 	memset(&info, 0, sizeof(info));

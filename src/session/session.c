@@ -592,6 +592,14 @@ static bool sinks_done(struct xb_session *s)
 	return any;
 }
 
+/* One call's worth of BPF records: the loop must come back to its checks
+ * (the end of -d, ^C, the VM's exit, the live view's tick) even when the
+ * program writes records faster than they are processed, as on a saturated
+ * machine with a costly stack to walk (the hostile 64 GiB-stack fixture
+ * under the soak: the run did not end in 60 s).  What is left in the ring
+ * when the run ends is counted (xb_bpf_stats.unread) and reported. */
+#define BPF_CONSUME_BUDGET_NS (20ull * 1000 * 1000)
+
 int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *stop)
 {
 	int rc = 0;
@@ -612,7 +620,7 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 			rc = -1;
 			break;
 		}
-		if (s->bpf && xb_bpf_consume(s->bpf, on_bpf_sample, s) < 0) {
+		if (s->bpf && xb_bpf_consume(s->bpf, on_bpf_sample, s, BPF_CONSUME_BUDGET_NS) < 0) {
 			rc = -1;
 			break;
 		}
@@ -735,6 +743,12 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples: the ring buffers filled between "
 			   "drains (lower -F or --user-stack, or a shorter --drain-ms)\n",
 			(unsigned long long)lost);
+	struct xb_bpf_stats bs = { 0 };
+	if (s->bpf && xb_bpf_stats(s->bpf, &bs) == 0 && bs.unread)
+		fprintf(f, "erlang-sample: warning: %llu samples were still queued when the run ended: "
+			   "processing them (%.0f us each) could not keep up with the sampling (lower -F)\n",
+			(unsigned long long)bs.unread,
+			st->processed ? 1e6 * s->cpu_sampling_s / (double)st->processed : 0.0);
 	/* threads the VM made after the warning (one line when it first
 	 * happened) that could not be sampled either */
 	if (s->smp.unsampled_reported && s->smp.unsampled > s->smp.unsampled_said)

@@ -453,11 +453,32 @@ def test_synthetic_line_tables_over_budget():
 
 
 def test_synthetic_64g_heap():
+    """A stack of 64 GiB: each sample's walk stops at its byte cap and
+    says so.  Then sampled faster than its samples can be walked (1 MiB of
+    reads each, 4999 Hz): the run still ends at its -d (the soak once saw
+    it not end in 60 s: libbpf's consume read the BPF ring until empty,
+    and a slow consumer never empties it), and what it could not process
+    is reported, not silently dropped."""
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"))
     res = synthetic_case(exe, "jit", "heap64g")
     sample = [r for w, r, _ in res if w.startswith(SAMPLE + " -d")][0]
     check("stack walk bytes" in sample.err, "the stack walk's byte cap was not reported", sample.err)
+    with Fixture(exe, "jit", "heap64g") as fx:
+        r, rss = measured(SAMPLE, "-F", "4999", "-d", "1", fx.pid, timeout=60)
+        # the run's own second, its attach and report; stretched on a
+        # saturated machine by at most its share of a CPU (within_time:
+        # the limit on its CPU, three times that on the wall clock)
+        check(r.rc == 0 and within_time(r, 4), "-F 4999 -d 1: exit %s after %.1f s (%s s of CPU)"
+              % (r.rc, r.elapsed, r.cpu_s), r.describe())
+        check(printed_erlang_frames(r.out) <= SYNTH_FRAMES, "frames outside the synthetic code map",
+              r.out[:1500])
+        behind = re.search(r"(\d+) samples were still queued when the run ended", r.err)
+        lost = re.search(r"the kernel lost (\d+) samples", r.err)
+        check(behind or lost, "sampled faster than it can walk, and neither samples left queued nor "
+              "samples lost reported", r.err[-2000:])
+        log("-F 4999 -d 1 on a 64 GiB stack: %.1f s (%.1f s of CPU), %s left queued, %s lost" % (
+            r.elapsed, r.cpu_s or 0, behind and behind.group(1), lost and lost.group(1)))
 
 
 def test_synthetic_huge_atom_table():

@@ -366,7 +366,7 @@ int main(int argc, char **argv)
 		 * in BPF mode), then drains the BPF ring: a 5 ms drain. */
 		if (xb_sampler_poll(&s, 5, count_drop, &c, &gone) < 0 || gone)
 			break;
-		if (c.bpf && xb_bpf_consume(c.bpf, on_sample, &c) < 0) {
+		if (c.bpf && xb_bpf_consume(c.bpf, on_sample, &c, 20 * 1000 * 1000) < 0) {
 			fprintf(stderr, "bpf_capture_check: %s\n", xb_err());
 			break;
 		}
@@ -376,7 +376,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (c.bpf)
-		xb_bpf_consume(c.bpf, on_sample, &c);
+		xb_bpf_consume(c.bpf, on_sample, &c, 1000 * 1000 * 1000);
 	double secs = (double)(xb_now_ns() - t0) * 1e-9;
 	printf("received %llu samples in %.3f s (%s, %s)\n", c.records, secs, s.event_name,
 	       perf ? "perf path" : "BPF path");
