@@ -140,6 +140,10 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 /* Start sampling: every event is opened disabled (so nothing is lost
  * while the caller sets up); call right before the first poll. */
 int xb_sampler_enable(struct xb_sampler *s);
+/* Stop sampling (the run is over): what the rings hold can then be
+ * drained to the end without more arriving.  Threads found later open
+ * disabled. */
+void xb_sampler_disable(struct xb_sampler *s);
 void xb_sampler_close(struct xb_sampler *s);
 /* Pick up new threads (rate-limited unless force).  Threads that cannot
  * be sampled are counted in s->unsampled; -1 only when none can be. */

@@ -411,6 +411,20 @@ int xb_sampler_enable(struct xb_sampler *s)
 	return 0;
 }
 
+void xb_sampler_disable(struct xb_sampler *s)
+{
+	s->enabled = false;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct xb_thread *t = &s->threads[i];
+		if (t->dead || !t->open)
+			continue;
+		if (t->fd >= 0)
+			ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+		for (size_t k = 0; t->cpu_fds && k < s->ncpus; k++)
+			ioctl(t->cpu_fds[k], PERF_EVENT_IOC_DISABLE, 0);
+	}
+}
+
 void xb_sampler_close(struct xb_sampler *s)
 {
 	for (size_t i = 0; i < s->nthreads; i++)

@@ -663,8 +663,23 @@ int xb_session_run(struct xb_session *s, double seconds, volatile sig_atomic_t *
 		}
 		report_unsampled(s);
 	}
-	rt_lower(s); /* what follows is reporting, not draining */
 	s->elapsed_s = now_s() - s->start_s;
+	if (rc == 0 && !(stop && *stop) && !s->vm_exited) {
+		/* The run is over: stop the events and process what they took
+		 * before it ended (up to one drain interval, on a busy machine
+		 * more), so that a run's samples cover all of it; what a
+		 * bounded last drain cannot process is counted as unread.  Not
+		 * after ^C (it is honoured within 100 ms) nor when the VM is
+		 * gone (its memory with it). */
+		bool gone = false;
+		xb_sampler_disable(&s->smp);
+		xb_sampler_poll(&s->smp, 0, on_sample, s, &gone);
+		if (s->bpf)
+			xb_bpf_consume(s->bpf, on_bpf_sample, s, 5 * BPF_CONSUME_BUDGET_NS);
+		if (s->prompt)
+			xb_prompt_consume(s->prompt, on_bpf_sample, s);
+	}
+	rt_lower(s); /* what follows is reporting, not draining */
 	s->cpu_sampling_s = cpu_s() - cpu0;
 	sinks_window(s, true);
 	return rc;
