@@ -37,9 +37,21 @@
 #define PROG "erlang-heapsample"
 
 static volatile sig_atomic_t stop_requested;
+/* Set once the output is open: from then on ^C stops the reading and what
+ * was read is written.  Before (attaching: discovery of a stripped VM's
+ * tables takes seconds at worst) nothing is worth keeping and no file
+ * exists: ^C ends the tool at once with one line, as erlang-sample does
+ * (the default action would end it too, but silently). */
+static volatile sig_atomic_t graceful;
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (!graceful) {
+		static const char msg[] = PROG ": interrupted; nothing written\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(130);
+	}
 	stop_requested = 1;
 	xb_interrupted = 1; /* long reads of the VM's tables stop too (common.h) */
 }
@@ -828,6 +840,9 @@ int main(int argc, char **argv)
 				"Yama ptrace_scope above 1 refuses even that)\n", pid);
 		return 1;
 	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
@@ -856,9 +871,7 @@ int main(int argc, char **argv)
 		}
 		out = of.f;
 	}
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	graceful = 1;
 	int rc;
 	if (o.alloc)
 		rc = mode_alloc(&vm, out);
