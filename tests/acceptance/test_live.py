@@ -237,6 +237,64 @@ def test_live_blame(target):
 
 
 @per_vm(only=["stock"])
+@timeout(120)
+def test_live_window_and_interval(target):
+    """--live-window and --live-interval do what they say (issue 14: "the
+    hottest functions over the last N seconds and since start", "refreshes
+    every second (--live-interval)"): with --live-interval 3 the elapsed
+    time on the first row moves in steps of about 3 s (1 s by default);
+    with --live-window 2 the column says "last 2s", and once the workload
+    has changed (xb_split stopped, xb_sched's two workers started) the old
+    hot function keeps its total but its window count falls to 0 while
+    the new workload's function tops the window."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
+        tm = Tmux("%s --live --live-window 2 --live-interval 3 %d; sleep 60" % (tool_path(TOOL), vm.pid))
+        try:
+            row = re.compile(r"^\s*(\d+)\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%\s+(\S.*?) (\[[^]]*\])$", re.M)
+
+            def rows(scr):
+                return {m.group(5): (int(m.group(1)), int(m.group(3))) for m in row.finditer(scr)}
+            # the refreshes: the elapsed seconds of each screen seen, polled every 0.1 s
+            seen, t_end = [], time.monotonic() + 14
+            while time.monotonic() < t_end:
+                m = re.search(r"  (\d+) s", tm.screen().split("\n")[0])
+                if m and (not seen or int(m.group(1)) != seen[-1]):
+                    seen.append(int(m.group(1)))
+                time.sleep(0.1)
+            steps = [b - a for a, b in zip(seen, seen[1:])]
+            log("--live-interval 3: elapsed seconds on the screens seen %s" % seen)
+            check(len(steps) >= 2 and all(2 <= d <= 6 for d in steps) and sum(steps) >= 2.5 * len(steps),
+                  "--live-interval 3: the screen's elapsed time moved in steps of %s s, not about 3" % steps,
+                  tm.screen())
+            scr = tm.screen()
+            check(re.search(r"^\s*last 2s\s+%\s+total", scr, re.M), "the window column is not 'last 2s'", scr)
+            hot = rows(scr).get("xb_split:hot_a/1")
+            check(hot and hot[0] > 0 and hot[1] > 0, "xb_split:hot_a/1 is not in the window before the change",
+                  scr)
+            vm.eval("xb_split:stop()")
+            vm.eval("xb_sched:ratio(2, 1)")
+
+            def changed():
+                scr = tm.screen()
+                r = rows(scr)
+                order = [m.group(5) for m in row.finditer(scr)]
+                a = r.get("xb_split:hot_a/1")
+                if a and a[0] == 0 and a[1] > 0 and order and order[0].startswith("xb_sched:") \
+                        and r[order[0]][0] > 0:
+                    return scr
+                return None
+            got = wait_for(changed, 20, 0.2)
+            check(got, "after the change, xb_split:hot_a/1 did not fall to 0 in the 2 s window (keeping its "
+                  "total) with an xb_sched function on top", tm.screen())
+            log("after the change:\n" + "\n".join(got.splitlines()[:9]))
+            tm.keys("q")
+        finally:
+            tm.kill()
+
+
+@per_vm(only=["stock"])
 def test_progress_line(target):
     """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe,
     nothing for a run under 2 s, nothing when the result goes to stdout."""

@@ -23,6 +23,8 @@ from xbsample import SplitClock, wait_running  # noqa: E402
 TOOL = "erlang-sample"
 CHAIN = ["xb_deep:a/1", "xb_deep:b/1", "xb_deep:c/1", "xb_deep:d/1", "xb_deep:leaf/1"]
 LEAF = "xb_deep:leaf/1"
+# the frames that mark what a stack lacks (include/xb/profile.h, frames.h, by.h)
+MARKS = {"[truncated]", "[callers unknown]", "[no Erlang code above]", "[no process]", "[process unknown]"}
 
 
 def has_chain(frames):
@@ -244,6 +246,68 @@ def test_truncated_root_and_format_by_extension(target):
         n = {what: sum(c for f, c in st if LEAF in f) for what, st in
              (("folded", folded), ("speedscope", sc), ("flamegraph", flame), ("pprof", pp))}
         check(len(set(n.values())) == 1, "samples through the leaf differ between the formats: %s" % n)
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(120)
+def test_truncated_native_root_in_every_format(target):
+    """The native side of the depth limit (issue 10: "a stack cut at
+    --max-callchain-depth says so in every format"): with
+    --max-callchain-depth 2, samples in the garbage collector (called from
+    Erlang code through more than two C frames) are cut before any Erlang
+    frame: their stacks are the two innermost native frames under a
+    "[truncated]" root, in folded, speedscope, the flame graph and pprof
+    alike, no stack holds more than two unwound native frames, and the four
+    formats hold the same number of such samples."""
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_gc:start()")
+        wait_running(vm, "xb_alloc")
+        d = tmpdir()
+        txt, js, svg, pb = (os.path.join(d, "p." + e) for e in ("txt", "json", "svg", "pb.gz"))
+        run_ok(vm, "-d", "2", "--max-callchain-depth", "2", "-o", txt, "-o", js, "-o", svg, "-o", pb)
+        folded = folded_stacks(txt)
+        doc = load_speedscope(js)
+        sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+        root, _ = check_svg_file(svg)
+        drawn = svg_stacks(root)
+        below = {}
+        for f, w in drawn:
+            if len(f) > 1:
+                below[tuple(f[:-1])] = below.get(tuple(f[:-1]), 0) + w
+        flame = [(f, w - below.get(tuple(f), 0)) for f, w in drawn if w > below.get(tuple(f), 0)]
+        pp = [(list(reversed(frames)), int(c)) for c, frames in pprof_traces(pb, "-sample_index=samples")[0]]
+        erl = re.compile(r"^[^:]+:[^:/]+/\d+( \(.*\))?$")
+        gc = re.compile(r"garbage_collect|sweep|_gc_|gc_")
+        counts = {}
+        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc),
+                             ("flamegraph (.svg)", flame), ("pprof (.pb.gz)", pp)):
+            def native(f):
+                # ("[unknown]" is a native frame with no name: stripped code)
+                return [x for x in f if not erl.match(x) and x not in MARKS]
+            # two unwound frames, and where the unwinding reached Erlang
+            # code the frame that runs it (the JIT's global::garbage_collect
+            # stub, process_main) on top
+            wide = [f for f, _ in stacks if len(native(f)) > 3]
+            check(not wide, "%s: stacks with more than 2 native frames (and the one running Erlang "
+                  "code)" % what, str(wide[:3]))
+            cut = [(f, n) for f, n in stacks if f and f[0] == "[truncated]" and not any(erl.match(x) for x in f)]
+            # (the flame graph draws a frame narrower than its pixel budget
+            # into its parent: there a cut stack may end early)
+            bad = [f for f, _ in cut if (len(native(f)) != 2 or len(f) != 3) and
+                   not (what.startswith("flamegraph") and len(f) < 3)]
+            check(not bad, "%s: native stacks under [truncated] that are not two native frames" % what,
+                  str(bad[:3]))
+            n_cut = sum(n for _, n in cut)
+            n_gc = sum(n for f, n in cut if any(gc.search(x) for x in f))
+            # (the collector's functions are static: named where the beam
+            # has DWARF or .symtab, "[unknown]" in the stripped stock one)
+            check(n_cut >= 100 and (n_gc >= 30 or target.debug != "dwarf"),
+                  "%s: only %d samples cut under [truncated], %d of them in the garbage collector"
+                  % (what, n_cut, n_gc), str(sorted(cut, key=lambda c: -c[1])[:5]))
+            counts[what] = n_cut
+            log("%s: %d native stacks cut under [truncated], %d in the garbage collector; e.g. %s" % (
+                what, n_cut, n_gc, ";".join(max(cut, key=lambda c: c[1])[0])))
+        check(len(set(counts.values())) == 1, "the formats hold different numbers of cut stacks: %s" % counts)
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
