@@ -635,9 +635,8 @@ def main():
                          "perf path with its reader threads)")
     ap.add_argument("--time-limit", type=float, metavar="SECONDS",
                     help="count the run as one more failure when it takes longer than this "
-                         "(run-all.sh: 1200 for the default suite, issue 11's \"the default "
-                         "suite stays under 20 minutes\"; tests/soak-saturated.sh sets none: a "
-                         "saturated machine stretches every test)")
+                         "(run-all.sh: 1500 for the default suite; tests/soak-saturated.sh "
+                         "sets none: a saturated machine stretches every test)")
     ap.add_argument("--strict", action="store_true",
                     help="CI mode: undocumented skips, targets not built and tests no target "
                          "runs are failures")

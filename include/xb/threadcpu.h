@@ -15,6 +15,7 @@ struct xb_thread_cpu {
 	 * (slept, waited) or was preempted; a wait for a CPU follows either */
 	uint64_t voluntary, involuntary;
 	bool have_switches;
+	char state; /* status's State: 'R' running or runnable, 'S', 'D', ... (0: not read) */
 };
 
 /* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices" (the task's
@@ -26,8 +27,9 @@ struct xb_thread_cpu {
  * is gone. */
 int xb_thread_cpu_read(pid_t pid, pid_t tid, struct xb_thread_cpu *out);
 
-/* Is a thread asleep: has its CPU time grown by at most XB_ASLEEP_RUN_NS
- * (a timer wake-up) over the last XB_ASLEEP_NS?  Call it as often as
+/* Is a thread asleep: not runnable when looked at, and its CPU time
+ * grown by at most XB_ASLEEP_RUN_NS (a timer wake-up) over the last
+ * XB_ASLEEP_NS?  Call it as often as
  * wanted with NOW (xb_now_ns) and a zeroed struct per thread: the first
  * call starts the window, /proc is read at most every XB_ASLEEP_POLL_NS.
  * False when the thread is gone or unreadable.  --pstack and --dump stop

@@ -13,6 +13,10 @@ static void read_switches(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
 	char path[96];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	char *text = xb_slurp(path, NULL);
+	const char *st = text ? strstr(text, "\nState:") : NULL;
+	char state;
+	if (st && sscanf(st, "\nState: %c", &state) == 1)
+		out->state = state;
 	const char *v = text ? strstr(text, "\nvoluntary_ctxt_switches:") : NULL;
 	const char *nv = text ? strstr(text, "\nnonvoluntary_ctxt_switches:") : NULL;
 	unsigned long long a, b;
@@ -65,7 +69,13 @@ bool xb_thread_asleep(pid_t pid, pid_t tid, struct xb_asleep *a, uint64_t now)
 	if (xb_thread_cpu_read(pid, tid, &c) != 0)
 		return false;
 	a->checked_ns = now;
-	if (!a->since_ns || c.run_ns > a->run_ns + XB_ASLEEP_RUN_NS) {
+	/* A runnable thread ('R': running or waiting for a CPU) is not
+	 * asleep, whatever its CPU time did: one that spins but is kept off
+	 * the CPUs by a saturated machine gains none (--pstack once gave up
+	 * on the fixture's spinning scheduler after 0.2 s while three test
+	 * shards loaded the 2 CPUs), and schedstat adds its wait only once
+	 * it runs again. */
+	if (!a->since_ns || c.state == 'R' || c.run_ns > a->run_ns + XB_ASLEEP_RUN_NS) {
 		a->since_ns = now;
 		a->run_ns = c.run_ns;
 		return false;

@@ -677,12 +677,18 @@ def test_bad_numeric_options():
             values = [v for v in BAD_VALUES if v not in WIDE.get(opt, ())[:-1]] + list(WIDE.get(opt, ())[-1:])
             for k, v in enumerate(values):
                 # the sanitized pass (each run 180 ms of a process's start
-                # and LeakSanitizer's exit) takes every value in the
-                # separate form and the --opt=VALUE form of every third:
-                # the value's parsing is the same code either way, the
-                # plain pass runs both forms of all
-                forms = [["--%s" % opt, v]] + ([["--%s=%s" % (opt, v)]] if not sanitized() or k % 3 == 0
-                                                else [])
+                # and LeakSanitizer's exit) takes every third value of each
+                # option, a different third for the next option, so that
+                # every bad value meets the sanitizers on a third of the
+                # options, in both forms alternately: the plain pass runs
+                # every value in both forms
+                j = len(runs)
+                if sanitized():
+                    if (k + len(opt)) % 3:
+                        continue
+                    forms = [["--%s" % opt, v] if j % 2 else ["--%s=%s" % (opt, v)]]
+                else:
+                    forms = [["--%s" % opt, v], ["--%s=%s" % (opt, v)]]
                 for form in forms:
                     runs.append((tool, opt, form))
 

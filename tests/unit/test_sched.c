@@ -8,6 +8,14 @@
 #include "xb/writers.h"
 #include "xb/longcalls.h"
 #include "xb/states.h"
+#include "xb/threadcpu.h"
+#include "xb/common.h"
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -444,8 +452,107 @@ static void t_states(void)
 	xb_profile_free(&x.p);
 }
 
+/* xb_thread_asleep on a thread that spins but gets no CPU: the spinner
+ * and a SCHED_FIFO hog share CPU 0 for 250 ms, so the spinner is runnable
+ * and waits (schedstat's wait time grows) without running.  It must not be
+ * taken for asleep (--pstack and --dump stop waiting for a scheduler that
+ * is), while a thread blocked in nanosleep is, after XB_ASLEEP_NS. */
+static volatile int spin_stop, spin_tid, sleeper_tid, hog_ready;
+
+static void pin0(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	pin0();
+	spin_tid = (int)syscall(SYS_gettid);
+	while (!spin_stop)
+		;
+	return NULL;
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	/* away from the hog's CPU: waking up behind it would be waiting */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > 1) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)ncpu - 1, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	sleeper_tid = (int)syscall(SYS_gettid);
+	while (!spin_stop) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void *hog(void *arg)
+{
+	uint64_t ms = *(uint64_t *)arg;
+	pin0();
+	struct sched_param sp = { .sched_priority = 1 };
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0) {
+		hog_ready = -1;
+		return NULL;
+	}
+	hog_ready = 1;
+	uint64_t end = xb_now_ns() + ms * 1000000ull;
+	while (xb_now_ns() < end)
+		;
+	return NULL;
+}
+
+static void t_asleep_not_starved(void)
+{
+	spin_stop = spin_tid = sleeper_tid = hog_ready = 0;
+	pthread_t sp, sl, hg;
+	pthread_create(&sp, NULL, spinner, NULL);
+	pthread_create(&sl, NULL, sleeper, NULL);
+	while (!spin_tid || !sleeper_tid)
+		usleep(1000);
+	usleep(20000); /* the spinner runs */
+	struct xb_asleep a_spin = { 0 }, a_sleep = { 0 };
+	uint64_t t0 = xb_now_ns();
+	xb_thread_asleep(getpid(), spin_tid, &a_spin, t0);
+	xb_thread_asleep(getpid(), sleeper_tid, &a_sleep, t0);
+	uint64_t ms = 250;
+	pthread_create(&hg, NULL, hog, &ms);
+	while (!hog_ready)
+		usleep(1000);
+	bool spin_asleep = false, sleep_asleep = false;
+	uint64_t polls = 0;
+	while (hog_ready == 1 && xb_now_ns() - t0 < (ms - 20) * 1000000ull) {
+		uint64_t now = xb_now_ns();
+		spin_asleep |= xb_thread_asleep(getpid(), spin_tid, &a_spin, now);
+		sleep_asleep |= xb_thread_asleep(getpid(), sleeper_tid, &a_sleep, now);
+		polls++;
+		usleep(5000);
+	}
+	pthread_join(hg, NULL);
+	spin_stop = 1;
+	pthread_join(sp, NULL);
+	pthread_join(sl, NULL);
+	CHECK(hog_ready == 1, "SCHED_FIFO refused for the hog (%s): run as root", strerror(EPERM));
+	CHECK(polls >= 10, "only %llu polls in the hog's %llu ms", (unsigned long long)polls,
+	      (unsigned long long)ms);
+	CHECK(!spin_asleep, "a spinning thread kept off its CPU was taken for asleep");
+	CHECK(sleep_asleep, "a thread sleeping in nanosleep for %llu ms was not taken for asleep",
+	      (unsigned long long)ms);
+}
+
 void sched_cases(void)
 {
+	run_case("thread_asleep_not_when_starved", t_asleep_not_starved);
 	run_case("longcalls_back_to_back_exact", t_lc_back_to_back_exact);
 	run_case("longcalls_new_slice_same_fcalls", t_lc_new_slice_same_fcalls);
 	run_case("longcalls_live_reads_never_merge", t_lc_live_reads_never_merge);
