@@ -130,6 +130,11 @@ struct xb_sampler {
 	size_t scratch_size;
 	size_t page_size;
 	int epfd;
+	/* An fd held for the thread scan's opendir: with every fd taken by
+	 * thread events it is closed to list the threads (so that new ones
+	 * are seen and counted unsampled, not missed in silence), then taken
+	 * again.  reserve_fd + 1 is stored, 0 meaning none. */
+	int reserve_fd1;
 	bool enabled; /* xb_sampler_enable was called: new events open enabled */
 	struct xb_cpu_ring *cpus; /* per-CPU rings (percpu_kinds), ncpus of them */
 	size_t ncpus;

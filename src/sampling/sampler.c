@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <linux/capability.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -438,6 +439,8 @@ void xb_sampler_close(struct xb_sampler *s)
 	free(s->scratch);
 	if (s->epfd > 0)
 		close(s->epfd);
+	if (s->reserve_fd1 > 0)
+		close(s->reserve_fd1 - 1);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -503,9 +506,26 @@ int xb_sampler_scan_threads(struct xb_sampler *s, bool force)
 	s->last_scan_ns = now;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)s->pid);
+	if (s->reserve_fd1 == 0) /* given up at the last scan, or never had */
+		s->reserve_fd1 = open("/dev/null", O_RDONLY | O_CLOEXEC) + 1;
 	DIR *d = opendir(path);
-	if (!d)
+	if (!d && (errno == EMFILE || errno == ENFILE) && s->reserve_fd1 > 0) {
+		/* every fd taken (thread events): the reserve lists them */
+		close(s->reserve_fd1 - 1);
+		s->reserve_fd1 = 0;
+		d = opendir(path);
+	}
+	if (!d) {
+		int err = errno;
+		if (err == EMFILE || err == ENFILE) {
+			/* not even the reserve: new threads cannot be seen;
+			 * say so (the unsampled report) rather than nothing */
+			s->unsampled = s->unsampled ? s->unsampled : 1;
+			s->unsampled_errno = err;
+			return xb_fail("cannot list the threads of process %d: %s", (int)s->pid, strerror(err));
+		}
 		return xb_fail("process %d exited", (int)s->pid);
+	}
 	size_t setcap;
 	int32_t *known = live_set(s, &setcap);
 	if (!known) {
