@@ -518,6 +518,32 @@ def test_contents_mix(target):
         vm.eval("xb_mem_mix:stop()")
 
 
+@per_vm()
+@timeout(180)
+def test_contents_other_kinds(target):
+    """--contents names the other kinds of terms issue 12 lists, each with
+    its share of the heap's words within 5 points of what the VM itself
+    measures: a process holding as many bignums, floats, funs (closures),
+    references and off-heap binaries (their references on the heap), and
+    the list holding them."""
+    with VM(target) as vm:
+        n = 20000
+        words = [int(x) for x in vm.eval_raw("xb_mem_mix:start_kinds(%d)" % n, timeout=120).decode().split()]
+        total = sum(words)
+        kinds = ["bignum", "float", "fun", "reference", "binary (off-heap reference)", "list (cons cells)"]
+        want = {k: w / total for k, w in zip(kinds, words)}
+        r = heapsample(vm, "--contents", "xb_kinds", "--format", "json")
+        got = {row["kind"]: row for row in json.loads(r.out)}
+        for kind, share in want.items():
+            check(kind in got, "kind %r not reported" % kind, r.out[:2000])
+            check(abs(got[kind]["share"] - share) <= 0.05, "%s share %.3f, expected %.3f (words %s)"
+                  % (kind, got[kind]["share"], share, dict(zip(kinds, words))), r.out[:2000])
+        others = {k: v["share"] for k, v in got.items() if k not in want and v["share"] > 0.02}
+        check(not others, "kinds the process does not hold: %s" % others, r.out[:2000])
+        log(", ".join("%s %.3f (want %.3f)" % (k, got[k]["share"], v) for k, v in want.items()))
+        vm.eval("xb_ctl:kill_registered(xb_kinds)")
+
+
 def vm_bytes_read(vm, *args):
     """Bytes erlang-heapsample ARGS read from the VM: the sum of what its
     process_vm_readv calls returned (strace), and its stdout."""
