@@ -125,13 +125,18 @@ all_truth() ->
 line(_Name, undefined) -> [];
 line(Name, P) ->
     case process_info(P, [memory, heap_size, total_heap_size, stack_size, message_queue_len,
-                          binary, reductions, status]) of
+                          binary, reductions, status, garbage_collection_info]) of
         undefined -> [];
         [{memory, M}, {heap_size, H}, {total_heap_size, T}, {stack_size, S},
-         {message_queue_len, Q}, {binary, Bins}, {reductions, R}, {status, St}] ->
+         {message_queue_len, Q}, {binary, Bins}, {reductions, R}, {status, St},
+         {garbage_collection_info, GC}] ->
             B = lists:sum([Sz || {_, Sz, _} <- Bins]),
-            io_lib:format("~s ~s ~p ~p ~p ~p ~p ~p ~p ~p~n",
-                          [Name, pid_to_list(P), M, H, T, S, Q, B, R, St])
+            %% the old heap's block and the heap fragments, in words
+            %% (erl_bif_info.c: what total_heap_size adds to heap_size)
+            Old = proplists:get_value(old_heap_block_size, GC, 0),
+            Mbuf = proplists:get_value(mbuf_size, GC, 0),
+            io_lib:format("~s ~s ~p ~p ~p ~p ~p ~p ~p ~p ~p ~p~n",
+                          [Name, pid_to_list(P), M, H, T, S, Q, B, R, St, Old, Mbuf])
     end.
 
 %% One line per process: pid, registered name (or -), initial call,
