@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void read_switches(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
+static void read_status(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
 {
 	char path[96];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
@@ -33,7 +33,7 @@ int xb_thread_cpu_read(pid_t pid, pid_t tid, struct xb_thread_cpu *out)
 {
 	char path[96];
 	memset(out, 0, sizeof(*out));
-	read_switches(pid, tid, out);
+	read_status(pid, tid, out);
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
 	char *text = xb_slurp(path, NULL);
 	unsigned long long run, wait;

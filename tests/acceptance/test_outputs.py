@@ -185,6 +185,28 @@ def test_deep_chain_in_every_format(target):
               % (hi - lo, shares))
 
 
+def stacks_in_four_formats(txt, js, svg, pb):
+    """The stacks of one run written as folded (TXT), speedscope (JS), a
+    flame graph (SVG) and pprof (PB), root first, each with its samples:
+    (speedscope's document, [(format, [(frames, samples)])]).  The flame
+    graph's stacks are each frame with its own samples (its width less its
+    callees'); pprof's as go tool pprof -traces reads them (leaf first,
+    reversed), in samples (sample type samples/count)."""
+    folded = folded_stacks(txt)  # parses as folded: "frames count" lines
+    doc = load_speedscope(js)
+    sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
+    root, _ = check_svg_file(svg)
+    drawn = svg_stacks(root)
+    below = {}
+    for f, w in drawn:
+        if len(f) > 1:
+            below[tuple(f[:-1])] = below.get(tuple(f[:-1]), 0) + w
+    flame = [(f, w - below.get(tuple(f), 0)) for f, w in drawn if w > below.get(tuple(f), 0)]
+    pp = [(list(reversed(frames)), int(c)) for c, frames in pprof_traces(pb, "-sample_index=samples")[0]]
+    return doc, [("folded (.txt)", folded), ("speedscope (.json)", sc), ("flamegraph (.svg)", flame),
+                 ("pprof (.pb.gz)", pp)]
+
+
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 @timeout(120)
 def test_truncated_root_and_format_by_extension(target):
@@ -202,30 +224,15 @@ def test_truncated_root_and_format_by_extension(target):
         d = tmpdir()
         js, txt, svg, pb = (os.path.join(d, "p." + e) for e in ("json", "txt", "svg", "pb.gz"))
         run_ok(vm, "-d", "2", "--max-callchain-depth", "3", "-o", js, "-o", txt, "-o", svg, "-o", pb)
-        folded = folded_stacks(txt)  # parses as folded: "frames count" lines
-        doc = load_speedscope(js)
+        doc, formats = stacks_in_four_formats(txt, js, svg, pb)
         validate(speedscope_validator(), doc, js)
         # each Erlang frame's "file": its module's source, from the line table
         files = {f["name"]: f.get("file") for f in doc["shared"]["frames"]}
         check((files.get(LEAF) or "").endswith("tests/workloads/xb_deep.erl"),
               "speedscope: %s has file %r, not its module's source" % (LEAF, files.get(LEAF)))
-        sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
-        # the flame graph: each frame through the leaf's, its own samples
-        # (its width less its callees'), as a stack
-        root, _ = check_svg_file(svg)
-        drawn = svg_stacks(root)
-        below = {}
-        for f, w in drawn:
-            if len(f) > 1:
-                below[tuple(f[:-1])] = below.get(tuple(f[:-1]), 0) + w
-        flame = [(f, w - below.get(tuple(f), 0)) for f, w in drawn if w > below.get(tuple(f), 0)]
-        # pprof, root first as folded is (go tool pprof -traces: leaf first),
-        # in samples (sample type samples/count)
-        pp = [(list(reversed(frames)), int(c)) for c, frames in pprof_traces(pb, "-sample_index=samples")[0]]
         want = ["[truncated]", "xb_deep:c/1", "xb_deep:d/1", LEAF]
         erl = re.compile(r"^[^:]+:[^:/]+/\d+$")
-        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc), ("flamegraph (.svg)", flame),
-                             ("pprof (.pb.gz)", pp)):
+        for what, stacks in formats:
             # root to the leaf; below it, native frames the leaf called
             # (memcpy: the depth limit counts native frames apart)
             through = [(f[:f.index(LEAF) + 1], f[f.index(LEAF) + 1:], n) for f, n in stacks if LEAF in f]
@@ -243,8 +250,7 @@ def test_truncated_root_and_format_by_extension(target):
             check(not deep, "%s: stacks with more than 3 Erlang frames" % what, str(deep[:3]))
             log("%s: %d samples through the leaf, all under [truncated]" % (what, n_leaf))
         # the same samples in all four
-        n = {what: sum(c for f, c in st if LEAF in f) for what, st in
-             (("folded", folded), ("speedscope", sc), ("flamegraph", flame), ("pprof", pp))}
+        n = {what.split()[0]: sum(c for f, c in st if LEAF in f) for what, st in formats}
         check(len(set(n.values())) == 1, "samples through the leaf differ between the formats: %s" % n)
 
 
@@ -265,22 +271,11 @@ def test_truncated_native_root_in_every_format(target):
         d = tmpdir()
         txt, js, svg, pb = (os.path.join(d, "p." + e) for e in ("txt", "json", "svg", "pb.gz"))
         run_ok(vm, "-d", "2", "--max-callchain-depth", "2", "-o", txt, "-o", js, "-o", svg, "-o", pb)
-        folded = folded_stacks(txt)
-        doc = load_speedscope(js)
-        sc = [(frames, w) for p in doc["profiles"] for frames, w in stacks_of(doc, p)]
-        root, _ = check_svg_file(svg)
-        drawn = svg_stacks(root)
-        below = {}
-        for f, w in drawn:
-            if len(f) > 1:
-                below[tuple(f[:-1])] = below.get(tuple(f[:-1]), 0) + w
-        flame = [(f, w - below.get(tuple(f), 0)) for f, w in drawn if w > below.get(tuple(f), 0)]
-        pp = [(list(reversed(frames)), int(c)) for c, frames in pprof_traces(pb, "-sample_index=samples")[0]]
+        _, formats = stacks_in_four_formats(txt, js, svg, pb)
         erl = re.compile(r"^[^:]+:[^:/]+/\d+( \(.*\))?$")
         gc = re.compile(r"garbage_collect|sweep|_gc_|gc_")
         counts = {}
-        for what, stacks in (("folded (.txt)", folded), ("speedscope (.json)", sc),
-                             ("flamegraph (.svg)", flame), ("pprof (.pb.gz)", pp)):
+        for what, stacks in formats:
             def native(f):
                 # ("[unknown]" is a native frame with no name: stripped code)
                 return [x for x in f if not erl.match(x) and x not in MARKS]
