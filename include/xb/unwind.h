@@ -29,6 +29,14 @@ struct xb_unwind {
 	bool erlang_pc_exact;
 };
 
+/* Whether LEN bytes at ADDR lie in the copy of SIZE bytes taken from
+ * BASE (the sampled stack from rsp), in differences: an address near 2^64
+ * (read from a frame unwound without CFI) must not wrap past the check. */
+static inline bool xb_copy_holds(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
+{
+	return size >= len && addr >= base && addr - base <= size - len;
+}
+
 /* Decides where native unwinding stops. */
 typedef bool (*xb_is_erlang_pc)(void *arg, uint64_t pc);
 

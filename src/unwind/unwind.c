@@ -41,7 +41,7 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 		return xb_read_u64(u->mem, addr, result) == 0;
 	const struct xb_sample *s = u->cur;
 	uint64_t sp = s->regs[XB_PREG_SP];
-	if (s->stack && addr >= sp && addr + 8 <= sp + s->stack_size) {
+	if (s->stack && xb_copy_holds(sp, s->stack_size, addr, 8)) {
 		memcpy(result, s->stack + (addr - sp), 8);
 		return true;
 	}

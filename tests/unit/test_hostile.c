@@ -10,6 +10,7 @@
 #include "xb/perfmap.h"
 #include "xb/release.h"
 #include "xb/safefile.h"
+#include "xb/unwind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -300,8 +301,29 @@ static void t_codemap_budget(void)
 	xb_codemap_free(&cm);
 }
 
+/* ---- the stack copy's bounds (unwind.c memory_read) ---- */
+
+static void t_copy_holds(void)
+{
+	const uint64_t sp = 0x7ffc00001000ull, size = 16384;
+	CHECK(xb_copy_holds(sp, size, sp, 8), "the first word");
+	CHECK(xb_copy_holds(sp, size, sp + size - 8, 8), "the last word");
+	CHECK(!xb_copy_holds(sp, size, sp + size - 7, 8), "a word across the end");
+	CHECK(!xb_copy_holds(sp, size, sp - 8, 8), "below rsp");
+	/* an address a frame without CFI made up: addr + 8 wraps to 7,
+	 * below sp + size, where the sum-based check took it (UBSan:
+	 * pointer index overflow in memory_read, seen in the suite) */
+	CHECK(!xb_copy_holds(sp, size, UINT64_MAX - 0, 8), "2^64 - 1");
+	CHECK(!xb_copy_holds(sp, size, UINT64_MAX - 6, 8), "2^64 - 7");
+	CHECK(!xb_copy_holds(UINT64_MAX - 15, 16, UINT64_MAX - 7, 16), "a copy at the top, read past it");
+	CHECK(xb_copy_holds(UINT64_MAX - 15, 16, UINT64_MAX - 7, 8), "the top word of a copy at the top");
+	CHECK(!xb_copy_holds(sp, 4, sp, 8), "a copy shorter than the word");
+	CHECK(!xb_copy_holds(sp, 0, sp, 8), "no copy");
+}
+
 void hostile_cases(void)
 {
+	run_case("stack_copy_bounds", t_copy_holds);
 	run_case("safefile_rules", t_safefile);
 	run_case("cred_can_read", t_cred_can_read);
 	run_case("parse_numbers_strict", t_parse_numbers);
