@@ -581,6 +581,20 @@ def corrupted_run(target, seconds):
                 check(r.rc in (0, 1) and not r.timed_out, "erlang-heapsample %s with corrupted reads: exit %s"
                       % (" ".join(args) or "(processes)", r.rc), r.describe())
                 heap_runs += 1
+        # A map run fails (exit 1) when a flipped read spoils a table it
+        # cannot do without; under the sanitizers on a saturated machine
+        # the loop above may get through only one round: a few more tries
+        # (each 1 % of reads flipped) before a map with names is required.
+        for _ in range(8):
+            if map_runs and map_names:
+                break
+            if os.path.exists(mp):
+                os.unlink(mp)
+            r = run_tool(PERFMAP, "-o", mp, str(vm.pid), env=env, timeout=60)
+            check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
+            if r.rc == 0:
+                map_names |= {name for _, _, name in read_perf_map(mp) if MFA.match(name)}
+                map_runs += 1
         # (the JIT's own code, erts_beamasm:normal_exit/0 ..., included: a
         # flipped read of beam_normal_exit lets a walk go one frame past
         # the end, and that frame is real JIT code, named from the VM's
