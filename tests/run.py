@@ -539,50 +539,16 @@ class Shard:
         return True
 
 
-DURATIONS = os.path.join(HERE, "durations.txt")
-
-
-def longest_first(items):
-    """ITEMS, the longest first by tests/durations.txt (seconds per test id,
-    from a recent run: tests/run.py --write-durations LOG), so that a
-    sharded pass does not end on a long test started last; a test not
-    listed there counts as 5 s.  Every shard of a pass reads the same file
-    and so orders the pass alike (the queue hands out positions in it).
-    Only the order changes: a stale file costs time, never a test."""
-    known = {}
-    try:
-        with open(DURATIONS) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2 and not line.startswith("#"):
-                    known[parts[1]] = float(parts[0])
-    except (OSError, ValueError):
-        return list(items)
-    return sorted(items, key=lambda it: -known.get(it.id, 5.0))  # (stable: ties keep their order)
-
-
-def write_durations(log, out=DURATIONS):
-    """tests/durations.txt from the PASS lines of a run's output LOG."""
-    got = {}
-    with open(log, errors="replace") as f:
-        for line in f:
-            m = re.match(r"^(?:PASS|FAIL) (\S+?)(?::.*)? \(([0-9.]+)s\)$", line.rstrip("\n"))
-            if m and not m.group(1).startswith("unit."):
-                got[m.group(1)] = float(m.group(2))
-    if not got:
-        return refuse("--write-durations: no PASS or FAIL line with a duration in %s" % log)
-    with open(out, "w") as f:
-        f.write("# seconds per test id, from one run of the default suite (tests/run.py\n"
-                "# --write-durations LOG): the order the sharded passes take their tests in\n")
-        for tid, sec in sorted(got.items(), key=lambda kv: -kv[1]):
-            f.write("%.1f %s\n" % (sec, tid))
-    print("run.py: %d durations written to %s" % (len(got), out))
-    return 0
-
-
-def shard_argv(args, kind):
-    """The command line of one shard process of pass KIND (without its
-    --KIND-shard I/N)."""
+def run_shards(args, counts, kind="asan"):
+    """A pass as N processes of this script at once, each with its own run
+    directory; their output is printed after them, shard by shard, and
+    their summary lines added to COUNTS.
+      kind "asan": the sanitizer pass, args.asan_jobs processes
+        (--asan-shard I/N: every N-th sanitized test from the I-th).  The
+        sanitized tests are those whose timing the machine's load does not
+        decide (timing tests are @no_asan), and they run with scaled limits.
+      kind "plain": the plain pass's tests that are not @alone, args.jobs
+        processes (--plain-shard I/N), while nothing else runs."""
     argv = [sys.executable, os.path.abspath(__file__), "--suite", args.suite,
             "--timeout", str(args.timeout)]
     for k in args.ksubs or ():
@@ -599,24 +565,15 @@ def shard_argv(args, kind):
     for opt, val in opts if kind == "asan" else opts[:1]:
         if val:
             argv += [opt, val]
-    return argv
-
-
-def spawn_shard(args, kind, i, n):
-    """(process, output file) of shard I of pass KIND (N: the pass's
-    nominal width), taking its tests from the pass's queue."""
-    out = tempfile.TemporaryFile()
+    n = args.asan_jobs if kind == "asan" else args.jobs
+    outs = [tempfile.TemporaryFile() for _ in range(n)]
     env = dict(os.environ)
     env["XB_SHARD_QUEUE"] = os.path.join(os.environ["XB_RUN_DIR"], "queue-%s" % kind)
-    p = subprocess.Popen(shard_argv(args, kind) + ["--%s-shard" % kind, "%d/%d" % (i, n)], stdout=out,
-                         stderr=subprocess.STDOUT, env=env)
-    return p, out
-
-
-def collect_shards(shards, counts):
-    """Print the output of finished SHARDS [(kind, i, n, process, file)]
-    and add their summary lines to COUNTS."""
-    for kind, i, n, p, f in shards:
+    procs = [subprocess.Popen(argv + ["--%s-shard" % kind, "%d/%d" % (i, n)], stdout=outs[i],
+                              stderr=subprocess.STDOUT, env=env) for i in range(n)]
+    for p in procs:
+        p.wait()
+    for i, f in enumerate(outs):
         f.seek(0)
         lines = f.read().decode(errors="replace").splitlines()
         m = None
@@ -634,55 +591,10 @@ def collect_shards(shards, counts):
             counts.failed += int(m.group(2))
             counts.skipped += int(m.group(3))
         else:
-            line = "FAIL %s shard %d/%d: exit %s without a summary line" % (kind, i, n, p.returncode)
+            line = "FAIL %s shard %d/%d: exit %s without a summary line" % (kind, i, n, procs[i].returncode)
             FAIL_LINES.append(line)
             print(line, flush=True)
             counts.failed += 1
-
-
-def run_overlapped(args, counts):
-    """--overlap: the plain pass's shared tests (args.jobs processes) and
-    the sanitizer pass (args.asan_jobs processes) at the same time, and
-    each plain shard that ends replaced by one more sanitizer shard on the
-    same queue, so that args.jobs + args.asan_jobs processes run until the
-    sanitizer pass's queue is empty.  (Run one after the other, the two
-    passes left a fifth of the two CPUs idle: tests wait on VMs, sleeps and
-    process starts.  The sanitizer pass's tests are those whose timing a
-    loaded machine does not decide, with scaled limits; the plain ones
-    pass on a saturated machine, tests/soak-saturated.sh.)"""
-    running, done = [], []
-    for i in range(args.jobs):
-        running.append(("plain", i, args.jobs) + spawn_shard(args, "plain", i, args.jobs))
-    for i in range(args.asan_jobs):
-        running.append(("asan", i, args.asan_jobs) + spawn_shard(args, "asan", i, args.asan_jobs))
-    extra = args.asan_jobs
-    while running:
-        time.sleep(0.2)
-        for sh in [s for s in running if s[3].poll() is not None]:
-            running.remove(sh)
-            done.append(sh)
-            if sh[0] == "plain":
-                # (a shard that finds the queue empty ends at once)
-                running.append(("asan", extra, args.asan_jobs) + spawn_shard(args, "asan", extra, args.asan_jobs))
-                extra += 1
-    collect_shards(sorted(done, key=lambda s: (s[0] != "plain", s[1])), counts)
-
-
-def run_shards(args, counts, kind="asan"):
-    """A pass as N processes of this script at once, each with its own run
-    directory; their output is printed after them, shard by shard, and
-    their summary lines added to COUNTS.
-      kind "asan": the sanitizer pass, args.asan_jobs processes
-        (--asan-shard I/N: every N-th sanitized test from the I-th).  The
-        sanitized tests are those whose timing the machine's load does not
-        decide (timing tests are @no_asan), and they run with scaled limits.
-      kind "plain": the plain pass's tests that are not @alone, args.jobs
-        processes (--plain-shard I/N), while nothing else runs."""
-    n = args.asan_jobs if kind == "asan" else args.jobs
-    shards = [(kind, i, n) + spawn_shard(args, kind, i, n) for i in range(n)]
-    for sh in shards:
-        sh[3].wait()
-    collect_shards(shards, counts)
 
 
 def main():
@@ -725,19 +637,10 @@ def main():
                     help="count the run as one more failure when it takes longer than this "
                          "(run-all.sh: 1500 for the default suite; tests/soak-saturated.sh "
                          "sets none: a saturated machine stretches every test)")
-    ap.add_argument("--overlap", action="store_true",
-                    help="with --jobs and --asan-jobs: run the plain pass's shared tests and the "
-                         "sanitizer pass at the same time, JOBS + ASAN_JOBS processes until both "
-                         "are done (run-all.sh)")
-    ap.add_argument("--write-durations", metavar="LOG",
-                    help="write tests/durations.txt (the order sharded passes take their tests "
-                         "in: the longest first) from the output of a run, and exit")
     ap.add_argument("--strict", action="store_true",
                     help="CI mode: undocumented skips, targets not built and tests no target "
                          "runs are failures")
     args = ap.parse_args()
-    if args.write_durations:
-        return write_durations(args.write_durations)
     shard = pshard = None
     if args.plain_shard:
         # a share of the plain pass's shared tests, for --jobs: nothing else
@@ -807,20 +710,20 @@ def main():
             """May run beside another test (--jobs): not @alone, and runs."""
             return not (item.fail or item.skip or getattr(item.fn, "xb_alone", None))
         if pshard is not None:
-            for k, item in enumerate(longest_first([i for i in items if shared(i)])):
-                if pshard.mine(k):
-                    run_and_emit(item, run_dir, counts, args.strict)
+            k = -1
+            for item in items:
+                if shared(item):
+                    k += 1
+                    if pshard.mine(k):
+                        run_and_emit(item, run_dir, counts, args.strict)
         elif shard is None:
             parallel = args.jobs > 1
             for item in items:
                 if not (parallel and shared(item)):
                     run_and_emit(item, run_dir, counts, args.strict)
-            plain = parallel and any(shared(i) for i in items)
-            if plain and args.asan and args.asan_jobs > 1 and args.overlap:
-                run_overlapped(args, counts)
-            elif plain:
+            if parallel and any(shared(i) for i in items):
                 run_shards(args, counts, "plain")
-        if args.asan and args.asan_jobs > 1 and shard is None and not (args.overlap and args.jobs > 1):
+        if args.asan and args.asan_jobs > 1 and shard is None:
             run_shards(args, counts)
         elif args.asan:
             # Same tests, sanitizer build: any report fails the test (the
@@ -850,11 +753,14 @@ def main():
                 prev = on.get(item.fn)
                 if prev is None or ASAN_TARGETS.index(item.target.name) > ASAN_TARGETS.index(prev):
                     on[item.fn] = item.target.name
-            chosen = []
+            k = -1
             for item in items:
                 if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None) or not eligible(item):
                     continue
                 if item.target is not None and on.get(item.fn) != item.target.name:
+                    continue
+                k += 1
+                if shard is not None and not shard.mine(k):
                     continue
                 if item.asan_target is not None:
                     # a test the plain pass ran on one flavour: the other
@@ -863,10 +769,6 @@ def main():
                     item.id = "%s[%s]" % (item.id.rsplit("[", 1)[0], t.name)
                 item.id += "@asan"
                 item.timeout *= 2
-                chosen.append(item)
-            for k, item in enumerate(longest_first(chosen) if shard is not None else chosen):
-                if shard is not None and not shard.mine(k):
-                    continue
                 run_and_emit(item, run_dir, counts, args.strict)
     except KeyboardInterrupt:
         xbtest.kill_registered(run_dir)
