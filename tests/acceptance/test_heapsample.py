@@ -21,7 +21,7 @@ from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, skip, spawn
                     timeout, tmpdir, tool_path, untraced_leak_check, wait_for)
 
 TOOL = "erlang-heapsample"
-KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep"]
+KNOWN = ["xb_mem_list", "xb_mem_queue", "xb_mem_bins", "xb_mem_deep", "xb_mem_old"]
 # erlang:memory(processes) (erl_alloc.c erts_memory) counts, besides the
 # processes' heaps, structures, links and messages, what no process owns
 # and process_info(P, memory) never counts: the process table
@@ -96,8 +96,10 @@ def steady_snapshot(vm, names, tries=3):
 @per_vm()
 @timeout(300)
 def test_known_processes(target):
-    """A 20 MB list, 50,000 queued messages, 200 MB of refc binaries and a
-    deep stack: each one's figures within 5 % of process_info/2, ranked as
+    """A 20 MB list, 50,000 queued messages, 200 MB of refc binaries, a
+    deep stack and a 4 MB list on the old heap: each one's figures within 5
+    % of process_info/2 (old heap and heap fragments each against
+    garbage_collection_info; the old heap of megabytes, not only 0 = 0), ranked as
     expected; on a VM with the default process limit, with a thousand
     idle processes and with the known ones, the rows add up to erlang:memory(processes) less what no process
     owns within 5 %, and each part of that is the VM's (process table,
@@ -144,6 +146,11 @@ def test_known_processes(target):
             for ours, a, theirs, b in pairs:
                 # small figures (a few words) get a word of slack
                 check(close(a, b, 0.05, 8), "%s: %s %d, process_info %s %d" % (n, ours, a, theirs, b))
+            if n == "xb_mem_old":
+                # (else the comparison above could hold on 0 = 0 alone)
+                check(exp["old_heap_block_size"] >= 4 * 1024 * 1024 // 32,
+                      "xb_mem_old: the VM says %d words of old heap: the workload did not tenure its "
+                      "4 MB list" % exp["old_heap_block_size"])
             log("%-13s memory %10d (VM %10d) stack %6d (VM %6d) old heap %8d (VM %8d) mbuf %d (VM %d) "
                 "msgq %5d binary %9d (VM %9d)"
                 % (n, got["memory_bytes"], exp["memory"], got["stack_words"], exp["stack_size"],

@@ -941,6 +941,12 @@ def test_heapsample_sigint_within_100ms():
             for args in modes:
                 whole = min(runtime(fx, args), 3.0)
                 if whole < 0.04:
+                    # (once, in a run of this test alone, --alloc on
+                    # heapwork measured under 40 ms where it takes 450-500
+                    # ms every time since: measured again before the case
+                    # counts as too short)
+                    whole = max(whole, min(runtime(fx, args), 3.0))
+                if whole < 0.04:
                     log("%s on %s %s: done in %.0f ms, too short to interrupt" % (" ".join(args) or "(processes)",
                                                                                 mode, case, whole * 1000))
                     continue

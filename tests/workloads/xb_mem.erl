@@ -2,7 +2,7 @@
 %% them, for erlang-heapsample's tests.
 %%
 %%   xb_mem:start()        start([]).
-%%   xb_mem:start(Opts)    spawns four registered processes and returns once
+%%   xb_mem:start(Opts)    spawns five registered processes and returns once
 %%                         they are waiting (their figures held steady):
 %%       xb_mem_list   holds a list of small integers of list_mb (20) MB
 %%                     (16 bytes per cons cell), built and then compacted by
@@ -12,7 +12,10 @@
 %%       xb_mem_bins   holds bins (200) refc binaries of 1 MiB each (off-heap)
 %%       xb_mem_deep   blocked in a receive under depth (100,000) non-tail
 %%                     recursive calls: a deep stack
-%%                     Opts: [{list_mb, N}, {bins, N}, {depth, N}, {msgs, N}].
+%%       xb_mem_old    holds a list of old_mb (4) MB, most of it on its old
+%%                     heap (the minor collections while it is built)
+%%                     Opts: [{list_mb, N}, {bins, N}, {depth, N}, {msgs, N},
+%%                     {old_mb, N}].
 %%   xb_mem:stop()         kill them.
 %%   xb_mem:idle(N)        N processes waiting in a receive, each linked to
 %%                         the registered xb_mem_idle that started them (killing
@@ -39,9 +42,9 @@
 %%                         mbcs_pool, sbcs), as erl_alloc.c alcu_size counts them.
 -module(xb_mem).
 -export([start/0, start/1, stop/0, names/0, truth/1, all_truth/0, ident/0, alloc_truth/1, usage/1,
-         list_holder/1, queue_holder/0, bin_holder/1, deep/1, wait_waiting/2, processes_truth/0, idle/1]).
+         list_holder/1, old_holder/1, queue_holder/0, bin_holder/1, deep/1, wait_waiting/2, processes_truth/0, idle/1]).
 
-names() -> [xb_mem_list, xb_mem_queue, xb_mem_bins, xb_mem_deep, xb_mem_idle].
+names() -> [xb_mem_list, xb_mem_queue, xb_mem_bins, xb_mem_deep, xb_mem_old, xb_mem_idle].
 
 idle(N) ->
     xb_ctl:kill_registered(xb_mem_idle),
@@ -63,6 +66,7 @@ start(Opts) ->
     Bins = proplists:get_value(bins, Opts, 200),
     Depth = proplists:get_value(depth, Opts, 100000),
     Msgs = proplists:get_value(msgs, Opts, 50000),
+    OldMB = proplists:get_value(old_mb, Opts, 4),
     L = spawn(?MODULE, list_holder, [ListMB * 1024 * 1024 div 16]),
     register(xb_mem_list, L),
     Q = spawn(?MODULE, queue_holder, []),
@@ -72,7 +76,9 @@ start(Opts) ->
     register(xb_mem_bins, B),
     D = spawn(?MODULE, deep, [Depth]),
     register(xb_mem_deep, D),
-    true = wait_waiting([L, B, D], 600),
+    O = spawn(?MODULE, old_holder, [OldMB * 1024 * 1024 div 16]),
+    register(xb_mem_old, O),
+    true = wait_waiting([L, B, D, O], 600),
     wait_queue(Q, Msgs, 600),
     true = wait_waiting([Q], 600),
     ok.
@@ -84,6 +90,16 @@ stop() ->
 list_holder(N) ->
     List = lists:seq(1, N),
     erlang:garbage_collect(),
+    receive stop -> length(List) end.
+
+%% A list on the old heap: the minor collections while it is built tenure
+%% what survived one before (erl_gc.c minor_collection: what lies below
+%% high_water goes to the old heap), and no full collection follows, so
+%% old_heap_block_size is megabytes, not the 0 of the others.  (Asking for
+%% minor collections after it instead found the old heap full and swept it
+%% into a new heap: 0 again.)
+old_holder(N) ->
+    List = lists:seq(1, N),
     receive stop -> length(List) end.
 
 queue_holder() ->
