@@ -627,8 +627,14 @@ def corrupted_run(target, seconds):
         by_len = {}
         for k in known:
             by_len.setdefault(len(k), []).append(k)
+        # (a byte flipped to a control or non-ASCII byte is written
+        # escaped, \xNN, xb_display_name_buf: one character again here;
+        # seen: erts_c\x7fde_purger:check_proc_code/4 under the sanitizers)
+        def one_char(n):
+            return re.sub(r"\\x[0-9a-fA-F]{2}", "\0", n)
         invented = [n for n in odd
-                    if not any(sum(a != b for a, b in zip(n, k)) == 1 for k in by_len.get(len(n), []))]
+                    if not any(sum(a != b for a, b in zip(one_char(n), k)) == 1
+                               for k in by_len.get(len(one_char(n)), []))]
         check(not invented, "perf map lines that name no function of the VM: %s" % invented[:10])
         if odd:
             log("names with one character flipped (the text read, not the structure): %s" % odd[:5])
