@@ -552,6 +552,19 @@ def corrupted_run(target, seconds):
         names, map_names = set(), set()
         t_end = time.monotonic() + seconds
         runs = heap_runs = map_runs = 0
+        mp = os.path.join(tmpdir(), "m")
+
+        def perf_map():
+            """One erlang-write-perf-map run with corrupted reads: exit 0
+            or 1, never a crash; a map written adds its Erlang names."""
+            nonlocal map_runs
+            if os.path.exists(mp):
+                os.unlink(mp)
+            r = run_tool(PERFMAP, "-o", mp, str(vm.pid), env=env, timeout=60)
+            check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
+            if r.rc == 0:
+                map_names.update(name for _, _, name in read_perf_map(mp) if MFA.match(name))
+                map_runs += 1
         while time.monotonic() < t_end:
             for args in (["-d", "3"], ["--pstack"], ["--format", "folded", "-d", "2"]):
                 r = run_tool(SAMPLE, *(args + [str(vm.pid)]), timeout=60, env=env)
@@ -565,14 +578,7 @@ def corrupted_run(target, seconds):
                 else:
                     names |= printed_erlang_frames(r.out)
                 runs += 1
-            mp = os.path.join(tmpdir(), "m")
-            if os.path.exists(mp):
-                os.unlink(mp)
-            r = run_tool(PERFMAP, "-o", mp, str(vm.pid), env=env, timeout=60)
-            check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
-            if r.rc == 0:
-                map_names |= {name for _, _, name in read_perf_map(mp) if MFA.match(name)}
-                map_runs += 1
+            perf_map()
             # erlang-heapsample reads processes, allocators and a heap
             # from the same corrupted memory: an error or a row marked
             # partial, never a crash or a hang.
@@ -588,13 +594,7 @@ def corrupted_run(target, seconds):
         for _ in range(8):
             if map_runs and map_names:
                 break
-            if os.path.exists(mp):
-                os.unlink(mp)
-            r = run_tool(PERFMAP, "-o", mp, str(vm.pid), env=env, timeout=60)
-            check(r.rc in (0, 1), "erlang-write-perf-map with corrupted reads: exit %s" % r.rc, r.describe())
-            if r.rc == 0:
-                map_names |= {name for _, _, name in read_perf_map(mp) if MFA.match(name)}
-                map_runs += 1
+            perf_map()
         # (the JIT's own code, erts_beamasm:normal_exit/0 ..., included: a
         # flipped read of beam_normal_exit lets a walk go one frame past
         # the end, and that frame is real JIT code, named from the VM's
