@@ -135,6 +135,7 @@ struct xb_sampler {
 	 * are seen and counted unsampled, not missed in silence), then taken
 	 * again.  reserve_fd + 1 is stored, 0 meaning none. */
 	int reserve_fd1;
+	uint64_t fd_ceiling; /* thread events take fds below this (sampler.c FD_HEADROOM) */
 	bool enabled; /* xb_sampler_enable was called: new events open enabled */
 	struct xb_cpu_ring *cpus; /* per-CPU rings (percpu_kinds), ncpus of them */
 	size_t ncpus;

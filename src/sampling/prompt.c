@@ -210,6 +210,11 @@ struct reader {
 	struct xb_cpu_ring *ring;
 	pthread_t thread;
 	bool started;
+	/* its CPU's ring and the stop eventfd; made by xb_prompt_start, not
+	 * the reader: a reader that could not make it (out of fds: a VM
+	 * growing threads took them before the reader ran) read nothing
+	 * for the whole run and said nothing */
+	int ep;
 	uint8_t *scratch; /* perf record reassembly */
 	uint8_t *q;
 	uint64_t head, tail; /* written by the reader, by the main thread */
@@ -353,23 +358,15 @@ static void on_perf_sample(const struct xb_sample *smp, void *arg)
 static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
-	struct xb_prompt *p = r->p;
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's */
 	/* pinned to its CPU at SCHED_FIFO by xb_prompt_start */
 	long page = sysconf(_SC_PAGESIZE);
 	const uint8_t *data = (const uint8_t *)r->ring->ring + page;
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, r->ring->fd, &(struct epoll_event){ .events = EPOLLIN }) < 0 ||
-	    epoll_ctl(ep, EPOLL_CTL_ADD, p->stop_fd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 1 }) < 0) {
-		if (ep >= 0)
-			close(ep);
-		return NULL;
-	}
 	for (;;) {
 		struct epoll_event ev[2];
-		int nev = epoll_wait(ep, ev, 2, -1);
+		int nev = epoll_wait(r->ep, ev, 2, -1);
 		if (nev < 0 && errno != EINTR)
 			break;
 		bool stop = false;
@@ -385,7 +382,6 @@ static void *reader_main(void *arg)
 		if (stop)
 			break;
 	}
-	close(ep);
 	return NULL;
 }
 
@@ -413,6 +409,15 @@ int xb_prompt_start(struct xb_prompt **out, struct xb_sampler *smp, pid_t pid, c
 		struct reader *r = &p->r[p->nr++];
 		r->p = p;
 		r->ring = &smp->cpus[k];
+		r->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (r->ep < 0 ||
+		    epoll_ctl(r->ep, EPOLL_CTL_ADD, r->ring->fd, &(struct epoll_event){ .events = EPOLLIN }) < 0 ||
+		    epoll_ctl(r->ep, EPOLL_CTL_ADD, p->stop_fd,
+			      &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 1 }) < 0) {
+			int e = errno;
+			xb_prompt_stop(p);
+			return xb_fail("cannot wait on the sample ring of CPU %d: %s", smp->cpus[k].cpu, strerror(e));
+		}
 		r->scratch = malloc(65536 + 4096 + 8);
 		r->q = malloc(p->qbytes);
 		if (!r->scratch || !r->q) {
@@ -536,6 +541,8 @@ void xb_prompt_stop(struct xb_prompt *p)
 	for (size_t k = 0; k < p->nr; k++) {
 		if (p->r[k].started)
 			pthread_join(p->r[k].thread, NULL);
+		if (p->r[k].ep >= 0)
+			close(p->r[k].ep);
 		free(p->r[k].scratch);
 		free(p->r[k].q);
 	}

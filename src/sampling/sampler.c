@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,15 @@
 #define RING_PAGES_QUIET 16
 #define RING_PAGES_BPF 2 /* LOST/THROTTLE records only: BPF writes the samples */
 #define RESCAN_NS (100ull * 1000 * 1000)
+/* File descriptors left to the tool itself when thread events would take
+ * them all (a VM with more threads than the fd limit): the per-CPU
+ * readers' epoll (prompt.c), symbol files libdwfl opens at a module's
+ * first unwind, /proc/PID/maps at a code map refresh, a NIF library
+ * loaded mid-run, the output file written at the end.  Without it, a
+ * VM growing threads under a tight limit took the readers' fds before
+ * they started (no scheduler sample read in 4 s, ASan build, saturated
+ * machine) and left the native frames unnamed ("Too many open files"). */
+#define FD_HEADROOM 16
 
 /* x86-64 user registers we ask for: AX..IP and R8..R15 (perf_regs.h).
  * The segment registers are not available on x86-64. */
@@ -100,6 +110,19 @@ static void fill_attr(struct xb_sampler *s, struct perf_event_attr *a, size_t ri
 	a->disabled = !s->enabled;
 }
 
+/* FD, just opened for a thread's event, when it leaves the tool its
+ * FD_HEADROOM; else closed, and -1 with errno EMFILE (the thread goes
+ * unsampled, reported with how to raise the limit).  fds are handed out
+ * lowest first, so the number says how many are taken. */
+static int within_headroom(const struct xb_sampler *s, int fd)
+{
+	if (fd < 0 || (uint64_t)fd < s->fd_ceiling)
+		return fd;
+	close(fd);
+	errno = EMFILE;
+	return -1;
+}
+
 /* Open the event of thread TID with a ring of PAGES data pages (fewer
  * when the locked-memory limit refuses), registered in epoll as index IX. */
 static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, int *fdp,
@@ -108,7 +131,7 @@ static int open_event(struct xb_sampler *s, pid_t tid, size_t pages, size_t ix, 
 	struct perf_event_attr a;
 	size_t len = 0;
 	fill_attr(s, &a, pages, false);
-	int fd = (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = within_headroom(s, (int)perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
 	if (fd < 0)
 		return -errno;
 	void *ring = MAP_FAILED;
@@ -146,7 +169,8 @@ static int open_percpu(struct xb_sampler *s, pid_t tid, int **fdsp)
 	if (!fds)
 		return -ENOMEM;
 	for (size_t k = 0; k < s->ncpus; k++) {
-		int fd = (int)perf_event_open(&a, tid, s->cpus[k].cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		int fd = within_headroom(s, (int)perf_event_open(&a, tid, s->cpus[k].cpu, -1,
+								 PERF_FLAG_FD_CLOEXEC));
 		int e = fd < 0 ? -errno : 0;
 		if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->cpus[k].fd) < 0) {
 			e = -errno;
@@ -362,6 +386,12 @@ int xb_sampler_open(struct xb_sampler *s, pid_t pid, const struct xb_sampler_opt
 	s->pid = pid;
 	s->o = *o;
 	s->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	/* thread events stop FD_HEADROOM short of the soft limit (the tool
+	 * raised it to the hard limit first) */
+	struct rlimit rl;
+	s->fd_ceiling = UINT64_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		s->fd_ceiling = rl.rlim_cur > 2 * FD_HEADROOM ? rl.rlim_cur - FD_HEADROOM : rl.rlim_cur / 2;
 	if (s->o.stack_bytes > 65528)
 		return xb_fail("--user-stack %u is too large: the kernel copies at most 65528 bytes",
 			       s->o.stack_bytes);

@@ -92,9 +92,10 @@ def test_threads_past_the_fd_limit_mid_run():
         check(fx.stdout.readline().strip() == b"ready", "the fixture did not start")
         time.sleep(0.3)
         n0 = threads_of(fx.pid)
-        # the tool's own fds, then a thread's fd each: a limit that holds
-        # the threads at start and runs out ~1 s into the run
-        r = sample_limited(fx.pid, 40 + n0, 40 + n0, "-v", "--capture", "perf", "-d", "4")
+        # the tool's own fds, 16 it keeps for its own work (sampler.c
+        # FD_HEADROOM), then a thread's fd each: a limit that holds the
+        # threads at start and runs out ~1 s into the run
+        r = sample_limited(fx.pid, 56 + n0, 56 + n0, "-v", "--capture", "perf", "-d", "4")
         n1 = threads_of(fx.pid)
         check(r.rc == 0, "exit %s" % r.rc, r.describe())
         check(n1 >= n0 + 100, "the fixture made only %d threads during the run" % (n1 - n0))
@@ -106,7 +107,8 @@ def test_threads_past_the_fd_limit_mid_run():
         opened, unsampled = int(m.group(1)), int(m.group(4))
         check(opened >= n0 and unsampled >= 50 and opened + unsampled >= n1 - 60,
               "%d threads at start, %d at the end: %d opened, %d unsampled" % (n0, n1, opened, unsampled), r.err)
-        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out + r.err)
+        check("Too many open files" not in r.err, "the tool ran out of fds for its own work", r.err)
         # said when it first happened (a few threads), and the count at the end
         end = re.search(r"warning: by the end, (\d+) of the VM's threads could not be sampled \((\d+) were\)", r.err)
         check(end and int(end.group(1)) == unsampled, "no end-of-run count of the unsampled threads "
@@ -156,6 +158,13 @@ def test_thread_scan_with_every_fd_taken():
                   "fd limit of %d + %d threads: %d threads at the end, %d opened + %d unsampled (slack %.0f), "
                   "%d warnings about unsampled threads" % (extra, n0, n1, opened, unsampled, slack, len(warn)),
                   r.err)
+            # what it could open it samples, and names: the tool's own fds
+            # (the per-CPU readers' epoll, symbol files) are not given to
+            # thread events (sampler.c FD_HEADROOM)
+            check("fake:spin/0" in r.out, "fd limit of %d + %d threads: the scheduler was not sampled"
+                  % (extra, n0), r.out + r.err)
+            check("Too many open files" not in r.err, "fd limit of %d + %d threads: the tool ran out of fds "
+                  "for its own work" % (extra, n0), r.err)
             ran.append((extra, n1, opened, unsampled))
         check(len(ran) >= 3, "only %d limits let the tool start" % len(ran))
         log("fd limit = threads + N: (N, threads at the end, opened, unsampled) %s; refused at %s" % (ran, refused))
