@@ -355,6 +355,74 @@ def test_table_and_csv(target):
         log(lines[2])
 
 
+def csv_matches_json(what, text_csv, text_json, key, exact):
+    """The CSV of a mode against its JSON (two runs a moment apart): the
+    header is the JSON objects' keys in their order; a row per object, in
+    the same order of KEY; empty where the JSON has null; the fields EXACT
+    equal (those the VM held steady between the runs), every other field
+    a number where the JSON has one.  Returns (rows, objects)."""
+    rows = list(csv.reader(io.StringIO(text_csv)))
+    objs = json.loads(text_json)
+    check(rows and objs, "%s: no rows (CSV %d lines, JSON %d objects)" % (what, len(rows), len(objs)),
+          text_csv[:500] + text_json[:500])
+    head = rows[0]
+    check(head == list(objs[0].keys()), "%s: CSV header %s, JSON keys %s" % (what, head, list(objs[0].keys())))
+    body = [dict(zip(head, r)) for r in rows[1:]]
+    check([r[key] for r in body] == [str(o[key]) for o in objs],
+          "%s: CSV rows %s, JSON objects %s" % (what, [r[key] for r in body][:10], [o[key] for o in objs][:10]))
+    for r, o in zip(body, objs):
+        check(len(r) == len(head), "%s: a row of %d fields under a header of %d" % (what, len(r), len(head)), str(r))
+        for k, v in o.items():
+            if v is None:
+                check(r[k] == "", "%s: %s %s: CSV %r where JSON has null" % (what, o[key], k, r[k]))
+            elif isinstance(v, bool):
+                check(r[k] in ("true", "false"), "%s: %s %s: CSV %r for a boolean" % (what, o[key], k, r[k]))
+            elif isinstance(v, (int, float)):
+                check(re.match(r"^-?\d+(\.\d+)?(e[-+]?\d+)?$", r[k]), "%s: %s %s: CSV %r for the number %r"
+                      % (what, o[key], k, r[k], v))
+            if k in exact:
+                same = (abs(float(r[k]) - float(v)) <= 1e-5 * max(1.0, abs(float(v)))
+                        if isinstance(v, (int, float)) and not isinstance(v, bool) else r[k] == str(v))
+                check(same, "%s: %s %s: CSV %r, JSON %r" % (what, o[key], k, r[k], v))
+    return body, objs
+
+
+@per_vm(only=["stock"])
+def test_csv_every_mode(target):
+    """`--format csv` in every mode, not only the default one: --alloc,
+    --contents and --interval write, as CSV, what they write as JSON (the
+    header the JSON's keys, a row per object, empty for null), with the
+    same figures where the VM holds them steady between the two runs (an
+    allocator's instances; the kinds and words of a list held by a
+    process waiting in a receive)."""
+    with VM(target) as vm:
+        vm.eval("xb_mem:start([{list_mb, 2}, {bins, 4}, {depth, 1000}, {msgs, 500}])", timeout=120)
+        wait_stable(lambda: vm.eval("element(2, process_info(whereis(xb_mem_list), total_heap_size))"),
+                    "xb_mem_list's heap size")
+        out = {f: heapsample(vm, "--alloc", "--format", f).out for f in ("csv", "json")}
+        body, _ = csv_matches_json("--alloc", out["csv"], out["json"], "allocator", {"instances"})
+        check(any(r["allocator"] == "binary_alloc" for r in body), "--alloc: no binary_alloc row", out["csv"])
+        out = {f: heapsample(vm, "--contents", "xb_mem_list", "--format", f).out for f in ("csv", "json")}
+        body, _ = csv_matches_json("--contents", out["csv"], out["json"], "kind",
+                                   {"pid", "kind", "words", "objects", "share", "heap_words_total"})
+        check(body[0]["kind"] == "list (cons cells)", "--contents xb_mem_list: first kind %r" % body[0]["kind"])
+        vm.eval("xb_mem_grow:start()")
+        wait_running(vm, "xb_grow")
+        out = {f: heapsample(vm, "--interval", "1", "--count", "2", "--format", f).out for f in ("csv", "json")}
+        rows = list(csv.DictReader(io.StringIO(out["csv"])))
+        objs = json.loads(out["json"])
+        check(rows and objs and list(rows[0].keys()) == list(objs[0].keys()),
+              "--interval: CSV header %s, JSON keys %s" % (list(rows[0].keys()) if rows else None,
+                                                           list(objs[0].keys()) if objs else None))
+        for label, got in (("CSV", [r for r in rows if r["name"] == "xb_grow"]),
+                           ("JSON", [o for o in objs if o["name"] == "xb_grow"])):
+            check(len(got) >= 1 and all(str(x["interval"]) in ("1", "2") for x in got) and
+                  sum(int(x["long_lived_bytes_delta"]) for x in got) > 0,
+                  "--interval %s: xb_grow's rows %s" % (label, got[:3]))
+        log("CSV like JSON: --alloc, --contents xb_mem_list (%d kinds), --interval (%d rows)"
+            % (len(body), len(rows)))
+
+
 def wait_stable(read, what, quiet=0.5, timeout=20):
     """Until read() has returned the same for QUIET seconds: an event, not
     a fixed sleep."""
