@@ -437,7 +437,11 @@ def test_nif_loaded_after_attach(target):
         names = []
 
         # Loaded before attaching: --blame on a function of the .so.
-        vm.eval("xb_nif:start(4000, polite)")  # once the first loop has ended
+        # (once the first loop has ended; 10 s, stopped below: the --blame
+        # run and up to 3 --pstack looks fit in it under the sanitizers on
+        # a loaded machine, where 4 s once ended before the looks, both
+        # schedulers idle)
+        vm.eval("xb_nif:start(10000, polite)")
         r = sample(vm, "-d", "2", "--blame", "xb_nif_work")
         processed, received, rows = parse_table(r.out)
         # The burner thread runs no Erlang code: its samples have a row of
@@ -461,7 +465,7 @@ def test_nif_loaded_after_attach(target):
         # The same C function as a dirty NIF, on a dirty CPU scheduler: its
         # time goes to the process that called it.
         vm.eval("xb_nif:stop()")  # the polite loop and the thread
-        vm.eval("xb_nif:start_dirty(4000)")
+        vm.eval("xb_nif:start_dirty(10000)")  # (as long, for the same reason)
         r = sample(vm, "-d", "2", "--blame", "xb_nif_work")
         processed, received, rows = parse_table(r.out)
         check(rows and rows[0][1] == "xb_nif:dirty_loop/1" and rows[0][0] >= 0.5 * processed,

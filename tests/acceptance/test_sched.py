@@ -645,44 +645,49 @@ def bif_truth(vm, last_ns):
 @timeout(180)
 def test_long_bif_calls(target):
     """Long calls of a BIF, not a NIF: erlang:external_size/1 of a list of
-    a million integers (it does not trap and allocates nothing: ~5-10 ms
-    of C code per call) called back to back from one caller, each call
-    timed around it by the workload on CLOCK_MONOTONIC, the samples'
-    clock (tests/workloads/xb_longbif.erl).  Every long call reported for
-    the process is the BIF's C function (external_size_1) with its Erlang
-    caller, the process and a normal scheduler; lies within one call the
-    workload timed (one call is never two merged: the identity in
-    c_p->fcalls, stored by the JIT's call_light_bif_shared and the
-    interpreter's call_light_bif, differs between back-to-back calls);
-    its bounds hold that call's length; and the calls timed inside the
-    reported span that the samples can prove long (5 ms or more: the 2 ms
-    threshold, a sample period at each edge and a millisecond of slack)
-    are reported, nearly all of them (none split in two: no timed call
-    holds two reported ones)."""
+    3 million integers (it does not trap and allocates nothing: ~7 ms of
+    C code per call on an idle machine) called back to back from one caller, each call timed
+    around it by the workload on CLOCK_MONOTONIC, the samples' clock
+    (tests/workloads/xb_longbif.erl).  Sampled with --long-calls-ms 0.001,
+    so that any run of two samples or more in one call is reported: every
+    call of 2 ms or more reported for the process is the BIF's C function
+    (external_size_1) with its Erlang caller, the process and a normal
+    scheduler; every reported call of it lies within one call the workload
+    timed (one call is never two merged: the identity in c_p->fcalls,
+    stored by the JIT's call_light_bif_shared and the interpreter's
+    call_light_bif, differs between back-to-back calls) and no timed call
+    holds two (one call is never split); its lower bound is at most the
+    timed length, and the upper bound of a long one at least the BIF's own
+    work (80 % of the fastest timed call, less a millisecond: a timed call
+    can hold more than the BIF, the process scheduled out before it, seen
+    on a loaded CI machine: 11.8 ms timed around a call bounded [3.1, 5.3]
+    ms); and nearly all the timed calls of 5 ms or more inside the
+    reported span are reported."""
     with VM(target, schedulers=2) as vm:
-        vm.eval("xb_longbif:start(1000000)")
+        vm.eval("xb_longbif:start(3000000)")
         wait_running(vm, "xb_longbif")
         pid = vm.eval("pid_to_list(whereis(xb_longbif))").strip().strip('"')
         # past init/1 (list_to_tuple/1 of the same size, a long BIF call
         # of its own) and into the loop
         check(wait_for(lambda: vm.eval_raw("xb_longbif:calls()").count(b"call ") >= 3, timeout=30),
               "xb_longbif made no call")
-        r = sample(vm, "-d", "3", "--long-calls", "--format", "json")
+        r = sample(vm, "-d", "3", "--long-calls", "--long-calls-ms", "0.001", "--format", "json", "-t", "100000")
         doc = json.loads(r.out)
-        calls = [c for c in doc["long_calls"] if c["pid"] == pid]
-        check(len(calls) >= 20, "only %d long calls of xb_longbif in 3 s" % len(calls), r.out[:3000])
+        mine = [c for c in doc["long_calls"] if c["pid"] == pid]
+        calls = [c for c in mine if c["function"] == "external_size_1"]
+        check(len([c for c in calls if c["min_ms"] >= 2]) >= 20, "only %d calls of 2 ms or more of xb_longbif "
+              "in 3 s" % len([c for c in calls if c["min_ms"] >= 2]), r.out[:3000])
         truth = bif_truth(vm, max(c["last_ns"] for c in calls))
         lengths = sorted((e - s) / 1e6 for s, e in truth)
         check(lengths[len(lengths) // 2] >= 3, "the workload's calls are too short to test (median %.2f ms)"
               % lengths[len(lengths) // 2])
-        bad = []
+        floor = 0.8 * lengths[0] - SLACK_NS / 1e6
+        bad = [("wrong function, caller, process or scheduler", c) for c in mine
+               if c["min_ms"] >= 2 and not (c["function"] == "external_size_1" and c["library"] == "beam.smp" and
+                                            c["caller"] == "xb_longbif:loop/3" and c["name"] == "xb_longbif" and
+                                            re.match(r"^\d+$", c["scheduler"]) and c["off_cpu"] is False)]
         held = [0] * len(truth)
         for c in calls:
-            if not (c["function"] == "external_size_1" and c["library"] == "beam.smp" and
-                    c["caller"] == "xb_longbif:loop/3" and c["name"] == "xb_longbif" and
-                    re.match(r"^\d+$", c["scheduler"]) and c["off_cpu"] is False):
-                bad.append(("wrong function, caller, process or scheduler", c))
-                continue
             inside = [i for i, (s, e) in enumerate(truth)
                       if s - SLACK_NS <= c["first_ns"] and c["last_ns"] <= e + SLACK_NS]
             if len(inside) != 1:
@@ -691,20 +696,23 @@ def test_long_bif_calls(target):
             held[inside[0]] += 1
             s, e = truth[inside[0]]
             real = (e - s) / 1e6
-            if not (c["min_ms"] <= real + SLACK_NS / 1e6 and
-                    (c["max_ms"] is None or real - SLACK_NS / 1e6 <= c["max_ms"])):
-                bad.append(("bounds [%s, %s] do not hold the real %.2f ms" % (c["min_ms"], c["max_ms"], real), c))
-        check(not bad, "%d of %d long BIF calls wrong: %s" % (len(bad), len(calls), bad[:3]))
-        split = sum(1 for n in held if n > 1)
-        check(not split, "%d timed calls reported as two or more" % split)
+            if c["min_ms"] > real + SLACK_NS / 1e6:
+                bad.append(("lower bound %s over the timed %.2f ms" % (c["min_ms"], real), c))
+            elif c["min_ms"] >= 2 and c["max_ms"] is not None and c["max_ms"] < floor:
+                bad.append(("upper bound %s under the BIF's own work (%.2f ms)" % (c["max_ms"], floor), c))
+        check(not bad, "%d of %d BIF calls wrong: %s" % (len(bad), len(calls), bad[:3]))
+        split = [truth[i] for i, n in enumerate(held) if n > 1]
+        check(not split, "%d timed calls reported as two or more: %s" % (len(split), [
+            [c for c in calls if s - SLACK_NS <= c["first_ns"] and c["last_ns"] <= e + SLACK_NS] for s, e in split[:2]]))
         lo, hi = min(c["first_ns"] for c in calls), max(c["last_ns"] for c in calls)
         span = [i for i, (s, e) in enumerate(truth) if s >= lo and e <= hi and e - s >= 5e6]
         seen = sum(1 for i in span if held[i])
         check(len(span) >= 10 and seen >= 0.8 * len(span), "of the %d calls of 5 ms or more timed inside the "
               "reported span, %d reported" % (len(span), seen))
-        log("%d long calls of external_size_1 from xb_longbif:loop/3 (timed: median %.1f ms); %d of the %d "
-            "calls of 5 ms or more timed in their span reported, each within one; e.g. [%s, %s] ms"
-            % (len(calls), lengths[len(lengths) // 2], seen, len(span), calls[0]["min_ms"], calls[0]["max_ms"]))
+        log("%d calls of external_size_1 from xb_longbif:loop/3 (timed: fastest %.1f ms, median %.1f ms); %d of "
+            "the %d calls of 5 ms or more timed in their span reported, each within one, none split; e.g. "
+            "[%s, %s] ms" % (len(calls), lengths[0], lengths[len(lengths) // 2], seen, len(span),
+                             calls[0]["min_ms"], calls[0]["max_ms"]))
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf", "otp27-jit", "otp29-jit", "otp29-jit-stripped"])
