@@ -8,7 +8,7 @@
 # Starts LOOPS_PER_CORE (default 2) busy loops per online CPU (plain shell
 # loops at normal priority, so they compete with the VMs and the tools on
 # equal terms), then runs `python3 tests/run.py --strict --suite default
-# --jobs 2 --asan --asan-jobs 3` (run-all.sh's arguments; or the run.py arguments
+# --jobs 2 --asan --asan-jobs 2` (run-all.sh's arguments; or the run.py arguments
 # given after --) RUNS times (default 5),
 # printing each run's summary line and duration, and each run's FAIL lines.
 # Logs: tests/out/soak-RUN.log.  The busy loops are killed at the end (by
@@ -31,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 args=("$@")
-[[ ${#args[@]} -gt 0 ]] || args=(--strict --suite default --jobs 2 --asan --asan-jobs 3 --asan-capture perf)
+[[ ${#args[@]} -gt 0 ]] || args=(--strict --suite default --jobs 2 --asan --asan-jobs 2 --asan-capture perf)
 
 cores=$(nproc)
 loops=()
