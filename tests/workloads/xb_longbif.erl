@@ -42,7 +42,7 @@ calls() ->
 
 init(N) ->
     T = lists:seq(1, N),
-    %% twice: the tuple survives to the old heap
+    %% twice: the list survives to the old heap
     erlang:garbage_collect(),
     erlang:garbage_collect(),
     loop(T, [], 0).
