@@ -510,9 +510,15 @@ def test_nif_loaded_after_attach(target):
               "\n".join(sched))
         names += [name for _, name, _, tag in rows if tag == "[Erlang]"]
         # (after the loop ended; a frame pinned on a neighbour would name one
-        # of the module's functions that never run while it is sampled)
+        # of the module's functions that never run while it is sampled.
+        # While the first two runs sampled, xb_ctl ran load/1, thread_start/0,
+        # start/1, start/2 and kill_caller/0: a sample of it in spawn/3 or
+        # register/2 under start/2 is a true one -- CI once caught one on
+        # the interpreter -- so only the functions nobody called then are
+        # never.)
         check_no_garbage(vm, names_at_load, "NIF loaded while sampling",
-                         never=r"^xb_nif:(start/[12]|start_dirty/1|stop/0|kill_caller/0|thread_cpu_us/0)$")
+                         never=r"^xb_nif:(start_dirty/1|dirty_loop/1|spin_dirty/1|stop/0|"
+                               r"thread_stop/0|thread_cpu_us/0)$")
         check_no_garbage(vm, names, "NIF loaded before sampling",
                          never=r"^xb_nif:(load/1|start/[12]|start_dirty/1|stop/0|kill_caller/0|thread_cpu_us/0)$")
         if stripped29:
