@@ -539,6 +539,13 @@ class Shard:
         return True
 
 
+def sanitizer_env(args):
+    """The environment of the sanitizer pass: the tools and unit tests of
+    build-asan/, UBSan halting on its first report."""
+    os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
+    os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+
+
 def run_shards(args, counts, kind="asan"):
     """A pass as N processes of this script at once, each with its own run
     directory; their output is printed after them, shard by shard, and
@@ -555,7 +562,8 @@ def run_shards(args, counts, kind="asan"):
         argv += ["-k", k]
     for v in args.vm or ():
         argv += ["--vm", v]
-    flags = (("--no-unit", args.no_unit), ("--strict", args.strict), ("--asan-all", args.asan_all))
+    # (the sanitized unit tests ran in the parent, alone: no shard runs them)
+    flags = (("--no-unit", True), ("--strict", args.strict), ("--asan-all", args.asan_all))
     if kind == "plain":
         flags = (("--no-unit", True), ("--strict", args.strict))
     for flag, on in flags:
@@ -683,10 +691,13 @@ def main():
         items = collect(mods, targets, args.timeout, args.suite,
                         unmatched_fails=args.strict and not restricted, explicit_vms=bool(args.vm))
         if args.ksubs:
+            # (a shard's -k was checked by its parent, unit tests included:
+            # the shards run none, and a -k may select only those)
             unit_ids = [] if args.no_unit else unit_case_ids()
             for k in args.ksubs:
                 unit_may_match = any(k in u for u in unit_ids)
-                if not any(k in i.id for i in items) and not unit_may_match:
+                if not any(k in i.id for i in items) and not unit_may_match \
+                        and not (args.asan_shard or args.plain_shard):
                     return refuse("-k %r selects no test (python3 tests/run.py --list shows the "
                                   "ids)" % k)
             items = [i for i in items if any(k in i.id for k in args.ksubs)]
@@ -724,16 +735,28 @@ def main():
             if parallel and any(shared(i) for i in items):
                 run_shards(args, counts, "plain")
         if args.asan and args.asan_jobs > 1 and shard is None:
+            if not args.no_unit:
+                # The sanitized unit tests first, here, with nothing beside
+                # them (the shards run none): some measure a thread's own
+                # scheduling (thread_asleep_not_when_starved's sleeper), and
+                # beside 3 shards on 2 CPUs its every wakeup waited runnable.
+                saved = {k: os.environ.get(k) for k in ("XB_BUILD_DIR", "UBSAN_OPTIONS")}
+                sanitizer_env(args)
+                run_unit(args.ksubs, counts, "@asan")
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
             run_shards(args, counts)
         elif args.asan:
             # Same tests, sanitizer build: any report fails the test (the
             # tools write them to the test's sanitizer directory; UBSan is
             # built to abort).  Slower tools: wall-clock limits scaled.
-            os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
-            os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            sanitizer_env(args)
             if args.asan_capture:
                 os.environ["EXTROSPECT_CAPTURE"] = args.asan_capture
-            if not args.no_unit and (shard is None or shard.i == 0):
+            if not args.no_unit and shard is None:
                 run_unit(args.ksubs, counts, "@asan")
             # Each test once under the sanitizers: on the interpreter
             # where it runs there (its own stack-walking paths), else on
