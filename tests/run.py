@@ -539,7 +539,7 @@ class Shard:
         return True
 
 
-def sanitizer_env(args):
+def use_sanitized_build():
     """The environment of the sanitizer pass: the tools and unit tests of
     build-asan/, UBSan halting on its first report."""
     os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
@@ -741,7 +741,7 @@ def main():
                 # scheduling (thread_asleep_not_when_starved's sleeper), and
                 # beside 3 shards on 2 CPUs its every wakeup waited runnable.
                 saved = {k: os.environ.get(k) for k in ("XB_BUILD_DIR", "UBSAN_OPTIONS")}
-                sanitizer_env(args)
+                use_sanitized_build()
                 run_unit(args.ksubs, counts, "@asan")
                 for k, v in saved.items():
                     if v is None:
@@ -753,7 +753,7 @@ def main():
             # Same tests, sanitizer build: any report fails the test (the
             # tools write them to the test's sanitizer directory; UBSan is
             # built to abort).  Slower tools: wall-clock limits scaled.
-            sanitizer_env(args)
+            use_sanitized_build()
             if args.asan_capture:
                 os.environ["EXTROSPECT_CAPTURE"] = args.asan_capture
             if not args.no_unit and shard is None:
