@@ -666,6 +666,10 @@ static int write_json(struct sched_sink *ss, struct xb_session *s, FILE *f)
 		}
 		fputs("]", f);
 	}
+	/* Whether the states cover time in the kernel (system calls: a
+	 * port's writes, page faults): only with --include-kernel, whose
+	 * events sample kernel mode too (sampler.c, exclude_kernel). */
+	fprintf(f, ",\n\"kernel_time\":%s", s->o.include_kernel ? "true" : "false");
 	fprintf(f, ",\n\"complete\":%s}\n", ss->failed ? "false" : "true");
 	free(idx);
 	return 0;
@@ -722,8 +726,11 @@ static int write_table(struct sched_sink *ss, struct xb_session *s, FILE *f)
 	if (!ss->o.long_calls_only) {
 		fprintf(f, "schedulers over %.2f s: util = share of wall time on a CPU, rq-wait = runnable but "
 			   "waiting for a CPU (the kernel's accounting), busy = working, on a CPU or preempted "
-			   "(what scheduler_wall_time counts); states = shares of the scheduler's samples\n",
-			s->elapsed_s);
+			   "(what scheduler_wall_time counts); states = shares of the scheduler's samples%s\n",
+			s->elapsed_s,
+			s->o.include_kernel ? " (its time in user space and in the kernel)"
+					    : " (its time in user space: --include-kernel adds its time in system "
+					      "calls, as msacc counts it)");
 		fprintf(f, "%-12s %6s %7s %6s %8s", "scheduler", "util", "rq-wait", "busy", "samples");
 		for (int st = 0; st < XB_STATE_COUNT; st++)
 			fprintf(f, " %*s", st == XB_STATE_SCHEDULING ? 10 : 8, xb_state_names[st]);

@@ -334,6 +334,70 @@ def test_schedulers_gc_against_msacc(target):
 
 
 @per_vm()
+def test_schedulers_port_against_msacc(target):
+    """A process bound to scheduler 2 sending to a port back to back
+    (xb_sched:port_busy: UDP datagrams; the inet driver's output runs on
+    the caller's scheduler, msacc's port state, and most of it is
+    sendto(2), in the kernel).  With --include-kernel the states cover the
+    time in system calls as msacc does: port and emulator (with BIFs, NIFs,
+    copying) against msacc's in the same window, within bounds that allow
+    what each counts as port (ours: all under erts_port_output, the
+    driver's data prepared by the VM too; msacc: the driver's callback).
+    Measured: port 0.77-0.84 here against 0.68-0.75 by msacc.  Without
+    it, only user-space time is sampled: the table and the JSON say so
+    ("kernel_time": false), and the port share is smaller (0.50-0.63
+    against 0.68-0.74: logged, the README's comparison)."""
+    d = tmpdir()
+    with VM(target, schedulers=4) as vm:
+        vm.eval("xb_sched:port_busy(2)")
+        wait_running(vm, "xb_portbusy")
+        user = {}
+        for tag, extra in (("kernel", ["--include-kernel"]), ("user", [])):
+            jpath = os.path.join(d, "port-%s.json" % tag)
+            w = Window(vm, d, "-d", "4", "--schedulers", "--format", "json", "-o", jpath, *extra)
+            w.finish()
+            j = json.load(open(jpath))
+            check(j.get("kernel_time") is (tag == "kernel"), "%s: \"kernel_time\" is %r" % (
+                " ".join(extra) or "without --include-kernel", j.get("kernel_time")))
+            hot = [s for s in j["schedulers"] if s["scheduler"] == "2"][0]
+            m = w.msacc().get(("scheduler", 2), {})
+            awake = float(sum(m.values()) - m.get("sleep", 0))
+            check(awake > 0, "no microstate accounting of scheduler 2", w.after)
+            st = hot["states"]
+            theirs_port = m.get("port", 0) / awake
+            theirs_em = m.get("emulator", 0) / awake
+            ours_em = st["emulator"] + st["bif"] + st["nif"] + st["copy"]
+            detail = "ours %r (%d samples); msacc %r" % (st, hot["samples"], m)
+            check(hot["samples"] >= 300, "scheduler 2: only %d samples" % hot["samples"], detail)
+            check(theirs_port >= 0.2, "msacc: port %.3f of scheduler 2's awake time: the workload no longer "
+                  "writes enough for the comparison to mean anything" % theirs_port, detail)
+            log("%s: scheduler 2: port %.3f here, %.3f by msacc; emulator %.3f / %.3f; scheduling %.3f, "
+                "other %.3f (%d samples)" % (" ".join(extra) or "user space only", st["port"], theirs_port,
+                                             ours_em, theirs_em, st["scheduling"], st["other"], hot["samples"]))
+            if tag == "kernel":
+                # Our port holds erts_port_output's own work too (the
+                # VM preparing the data for the driver: iolist_to_buf,
+                # allocation, ~11 % of the samples under it on the
+                # interpreter with DWARF, where 89 % are in the inet
+                # driver's packet_inet_command), which msacc counts as
+                # emulator: ours up to 15 points above, theirs at most 5.
+                check(theirs_port - 0.05 <= st["port"] <= theirs_port + 0.15, "--include-kernel: scheduler 2: "
+                      "port %.3f here, %.3f by msacc (allowed: 5 points below to 15 above)"
+                      % (st["port"], theirs_port), detail)
+                check(theirs_em - 0.15 <= ours_em <= theirs_em + 0.05, "--include-kernel: scheduler 2: emulator "
+                      "(with BIFs, NIFs, copying) %.3f here, %.3f by msacc (allowed: 15 points below to 5 above)"
+                      % (ours_em, theirs_em), detail)
+            else:
+                user = st
+        # The table says what its states cover.
+        r = run_tool(TOOL, "-d", "1", "--schedulers", str(vm.pid), timeout=60)
+        check(r.rc == 0 and "states = shares of the scheduler's samples (its time in user space: "
+              "--include-kernel adds its time in system calls" in r.out,
+              "the --schedulers table does not say its states leave out the time in the kernel", r.out[:1500])
+        check(user["port"] > 0, "without --include-kernel no sample of scheduler 2 in port work", repr(user))
+
+
+@per_vm()
 @timeout(240)
 def test_schedulers_busy_one_of_four(target):
     """4 schedulers, one process bound to scheduler 2 and busy, the rest

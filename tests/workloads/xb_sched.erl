@@ -14,6 +14,14 @@
 %%                     and the rest Erlang code.
 %%   busy(Sched)       `xb_busy`, bound to normal scheduler Sched, computing
 %%                     forever (never waits).
+%%   port_busy(Sched)  `xb_portbusy`, bound to normal scheduler Sched,
+%%                     sending 8 KiB UDP datagrams to a local socket nobody
+%%                     reads, back to back: gen_udp:send/4 is a
+%%                     port_command/2 to the inet driver, whose output runs
+%%                     on the caller's scheduler (io.c, call_driver_outputv:
+%%                     msacc's port state) and is mostly sendto(2), time in
+%%                     the kernel.  A send never waits (a full buffer drops
+%%                     the datagram), so the scheduler is never idle.
 %%   mover(Ms, N)      `xb_mover`, computing forever, binds itself to
 %%                     scheduler 1, 2, .., N, 1, .. in turn, Ms milliseconds
 %%                     each: it migrates between schedulers.
@@ -43,11 +51,11 @@
 %% erts/emulator/beam/bif.c (process_flag_2, am_scheduler) of every
 %% release we support.
 -module(xb_sched).
--export([ratio/2, busy/1, gc_busy/1, gc_loop/1, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
+-export([ratio/2, busy/1, gc_busy/1, gc_loop/1, port_busy/1, port_loop/2, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
          worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, sleep_loop/1, unit/1]).
 
 -define(UNIT, 20000). %% iterations per work unit (about a millisecond)
--define(NAMES, [xb_w2, xb_w1, xb_busy, xb_gcbusy, xb_mover, xb_long, xb_short]).
+-define(NAMES, [xb_w2, xb_w1, xb_busy, xb_gcbusy, xb_portbusy, xb_mover, xb_long, xb_short]).
 
 ratio(A, B) when is_integer(A), A > 0, is_integer(B), B > 0 ->
     [xb_ctl:kill_registered(N) || N <- [xb_w2, xb_w1]],
@@ -95,6 +103,24 @@ gc_loop(Prev) ->
 
 cells(0, Acc) -> Acc;
 cells(N, Acc) -> cells(N - 1, [{N} | Acc]).
+
+port_busy(Sched) when is_integer(Sched), Sched > 0 ->
+    xb_ctl:kill_registered(xb_portbusy),
+    Pid = spawn(fun() ->
+                        process_flag(scheduler, Sched),
+                        %% a socket nobody reads: its buffer fills and the
+                        %% kernel drops the rest, so a send never waits
+                        {ok, Sink} = gen_udp:open(0, [binary, {ip, {127, 0, 0, 1}}, {active, false}]),
+                        {ok, To} = inet:port(Sink),
+                        {ok, S} = gen_udp:open(0, [binary, {ip, {127, 0, 0, 1}}]),
+                        ?MODULE:port_loop(S, {To, binary:copy(<<"x">>, 8192), Sink})
+                end),
+    register(xb_portbusy, Pid),
+    Pid.
+
+port_loop(S, {To, Bin, _} = A) ->
+    _ = gen_udp:send(S, {127, 0, 0, 1}, To, Bin),
+    ?MODULE:port_loop(S, A).
 
 mover(Ms, N) when is_integer(Ms), Ms > 0, is_integer(N), N > 1 ->
     xb_ctl:kill_registered(xb_mover),
