@@ -296,6 +296,24 @@ def states_of(s):
     return s["states"]
 
 
+def scheduler2_against_msacc(w, report):
+    """Scheduler 2 of a --schedulers JSON report and msacc's view of it
+    over the same Window W: (our states, msacc's states as shares of its
+    awake time, our emulator with BIFs, NIFs and copying -- what msacc's
+    default build folds into emulator --, a detail for failures, our
+    sample count), after checking both saw it."""
+    hot = [s for s in report["schedulers"] if s["scheduler"] == "2"][0]
+    m = w.msacc().get(("scheduler", 2), {})
+    awake = float(sum(m.values()) - m.get("sleep", 0))
+    check(awake > 0, "no microstate accounting of scheduler 2", w.after)
+    st = hot["states"]
+    theirs = {k: v / awake for k, v in m.items() if k != "sleep"}
+    ours_em = st["emulator"] + st["bif"] + st["nif"] + st["copy"]
+    detail = "ours %r (%d samples); msacc %r" % (st, hot["samples"], m)
+    check(hot["samples"] >= 300, "scheduler 2: only %d samples" % hot["samples"], detail)
+    return st, theirs, ours_em, detail, hot["samples"]
+
+
 @per_vm()
 def test_schedulers_gc_against_msacc(target):
     """A process bound to scheduler 2 that spends a good part of its time
@@ -313,16 +331,9 @@ def test_schedulers_gc_against_msacc(target):
         jpath = os.path.join(d, "gc.json")
         w = Window(vm, d, "-d", "4", "--schedulers", "--format", "json", "-o", jpath)
         w.finish()
-        hot = [s for s in json.load(open(jpath))["schedulers"] if s["scheduler"] == "2"][0]
-        m = w.msacc().get(("scheduler", 2), {})
-        awake = float(sum(m.values()) - m.get("sleep", 0))
-        check(awake > 0, "no microstate accounting of scheduler 2", w.after)
-        st = hot["states"]
-        theirs_gc = (m.get("gc", 0) + m.get("gc_full", 0)) / awake
-        theirs_em = m.get("emulator", 0) / awake
-        ours_em = st["emulator"] + st["bif"] + st["nif"] + st["copy"]
-        detail = "ours %r (%d samples); msacc %r" % (st, hot["samples"], m)
-        check(hot["samples"] >= 300, "scheduler 2: only %d samples" % hot["samples"], detail)
+        st, theirs, ours_em, detail, n = scheduler2_against_msacc(w, json.load(open(jpath)))
+        theirs_gc = theirs.get("gc", 0) + theirs.get("gc_full", 0)
+        theirs_em = theirs.get("emulator", 0)
         check(theirs_gc >= 0.2, "msacc: gc %.3f of scheduler 2's awake time: the workload no longer collects "
               "enough for the comparison to mean anything" % theirs_gc, detail)
         check(abs(st["gc"] - theirs_gc) <= 0.05, "scheduler 2: gc %.3f here, %.3f by msacc" % (st["gc"], theirs_gc),
@@ -330,7 +341,7 @@ def test_schedulers_gc_against_msacc(target):
         check(abs(ours_em - theirs_em) <= 0.10, "scheduler 2: emulator (with BIFs, NIFs, copying) %.3f here, "
               "%.3f by msacc" % (ours_em, theirs_em), detail)
         log("scheduler 2: gc %.3f here, %.3f by msacc; emulator %.3f / %.3f (%d samples)"
-            % (st["gc"], theirs_gc, ours_em, theirs_em, hot["samples"]))
+            % (st["gc"], theirs_gc, ours_em, theirs_em, n))
 
 
 @per_vm()
@@ -359,21 +370,13 @@ def test_schedulers_port_against_msacc(target):
             j = json.load(open(jpath))
             check(j.get("kernel_time") is (tag == "kernel"), "%s: \"kernel_time\" is %r" % (
                 " ".join(extra) or "without --include-kernel", j.get("kernel_time")))
-            hot = [s for s in j["schedulers"] if s["scheduler"] == "2"][0]
-            m = w.msacc().get(("scheduler", 2), {})
-            awake = float(sum(m.values()) - m.get("sleep", 0))
-            check(awake > 0, "no microstate accounting of scheduler 2", w.after)
-            st = hot["states"]
-            theirs_port = m.get("port", 0) / awake
-            theirs_em = m.get("emulator", 0) / awake
-            ours_em = st["emulator"] + st["bif"] + st["nif"] + st["copy"]
-            detail = "ours %r (%d samples); msacc %r" % (st, hot["samples"], m)
-            check(hot["samples"] >= 300, "scheduler 2: only %d samples" % hot["samples"], detail)
+            st, theirs, ours_em, detail, n = scheduler2_against_msacc(w, j)
+            theirs_port, theirs_em = theirs.get("port", 0), theirs.get("emulator", 0)
             check(theirs_port >= 0.2, "msacc: port %.3f of scheduler 2's awake time: the workload no longer "
                   "writes enough for the comparison to mean anything" % theirs_port, detail)
             log("%s: scheduler 2: port %.3f here, %.3f by msacc; emulator %.3f / %.3f; scheduling %.3f, "
                 "other %.3f (%d samples)" % (" ".join(extra) or "user space only", st["port"], theirs_port,
-                                             ours_em, theirs_em, st["scheduling"], st["other"], hot["samples"]))
+                                             ours_em, theirs_em, st["scheduling"], st["other"], n))
             if tag == "kernel":
                 # Our port holds erts_port_output's own work too (the
                 # VM preparing the data for the driver: iolist_to_buf,
