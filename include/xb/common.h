@@ -81,6 +81,16 @@ int xb_overruns_report(FILE *f, const char *prog);
  * after (well within 100 ms). */
 extern volatile sig_atomic_t xb_interrupted;
 
+/* The tools' SIGINT and SIGTERM (xb_catch_signals, as the tool starts):
+ * until xb_signals_graceful() -- called once an output is open and what
+ * is gathered is worth writing -- a signal ends the tool at once with one
+ * line, "PROG: interrupted; nothing written", exit 130 (no file exists
+ * yet); from then on it sets xb_stop_requested (the tool ends its run and
+ * writes what it has) and xb_interrupted. */
+extern volatile sig_atomic_t xb_stop_requested;
+void xb_catch_signals(const char *prog);
+void xb_signals_graceful(void);
+
 /* Parse a decimal PID; returns -1 (with message) on anything else. */
 int xb_parse_pid(const char *s, int *pid);
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,38 @@
 static __thread char errbuf[1024];
 int xb_verbose;
 volatile sig_atomic_t xb_interrupted;
+volatile sig_atomic_t xb_stop_requested;
 uint64_t xb_overruns[XB_OVR_COUNT];
+
+static char signal_msg[96];
+static size_t signal_msg_len;
+static volatile sig_atomic_t signals_graceful;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (!signals_graceful) {
+		ssize_t w = write(STDERR_FILENO, signal_msg, signal_msg_len);
+		(void)w;
+		_exit(130);
+	}
+	xb_stop_requested = 1;
+	xb_interrupted = 1; /* long reads of the VM's tables stop too */
+}
+
+void xb_catch_signals(const char *prog)
+{
+	int n = snprintf(signal_msg, sizeof(signal_msg), "%s: interrupted; nothing written\n", prog);
+	signal_msg_len = n < 0 ? 0 : (size_t)n < sizeof(signal_msg) ? (size_t)n : sizeof(signal_msg) - 1;
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+void xb_signals_graceful(void)
+{
+	signals_graceful = 1;
+}
 
 static const char *const overrun_names[XB_OVR_COUNT] = {
 	[XB_OVR_ATOM_CACHE] = "atom cache full",

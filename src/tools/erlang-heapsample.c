@@ -26,7 +26,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,26 +34,6 @@
 #include <unistd.h>
 
 #define PROG "erlang-heapsample"
-
-static volatile sig_atomic_t stop_requested;
-/* Set once the output is open: from then on ^C stops the reading and what
- * was read is written.  Before (attaching: discovery of a stripped VM's
- * tables takes seconds at worst) nothing is worth keeping and no file
- * exists: ^C ends the tool at once with one line, as erlang-sample does
- * (the default action would end it too, but silently). */
-static volatile sig_atomic_t graceful;
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (!graceful) {
-		static const char msg[] = PROG ": interrupted; nothing written\n";
-		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-		(void)w;
-		_exit(130);
-	}
-	stop_requested = 1;
-	xb_interrupted = 1; /* long reads of the VM's tables stop too (common.h) */
-}
 
 /* process_vm_readv is all this tool needs (no perf events): say so when
  * it is refused, rather than the sampler's message. */
@@ -516,7 +495,7 @@ static int by_growth(const void *a, const void *b)
 static void sleep_s(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - floor(s)) * 1e9) };
-	while (!stop_requested && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+	while (!xb_stop_requested && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
 
@@ -542,9 +521,9 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	uint64_t t0 = xb_now_ns();
 	xb_hs_write_growth_header(out, fmt);
 	unsigned done = 0;
-	for (unsigned k = 1; k <= o.count && !stop_requested; k++) {
+	for (unsigned k = 1; k <= o.count && !xb_stop_requested; k++) {
 		sleep_s(o.interval);
-		if (stop_requested)
+		if (xb_stop_requested)
 			break;
 		if (snapshot(t, &cur, &st, &cut) < 0) {
 			rc = -1;
@@ -840,9 +819,11 @@ int main(int argc, char **argv)
 				"Yama ptrace_scope above 1 refuses even that)\n", pid);
 		return 1;
 	}
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/* ^C and SIGTERM from here on (common.h): while attaching --
+	 * discovery of a stripped VM's tables takes seconds at worst -- one
+	 * line, as erlang-sample does (the default action would end it too,
+	 * but silently) */
+	xb_catch_signals(PROG);
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, PROG ": %s\n", xb_err());
@@ -871,7 +852,7 @@ int main(int argc, char **argv)
 		}
 		out = of.f;
 	}
-	graceful = 1;
+	xb_signals_graceful(); /* the output is open: ^C stops the reading and what was read is written */
 	int rc;
 	if (o.alloc)
 		rc = mode_alloc(&vm, out);

@@ -31,25 +31,6 @@
 #define PROG "erlang-sample"
 #define MAX_OUTPUTS 6
 
-static volatile sig_atomic_t stop_requested;
-/* Set once the outputs are open: from then on ^C ends the run and the
- * results are written.  Before (attaching, reading the code tables,
- * loading the BPF program) nothing is worth keeping and no file exists:
- * ^C ends the tool at once, with one line. */
-static volatile sig_atomic_t graceful;
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (!graceful) {
-		static const char msg[] = PROG ": interrupted; nothing written\n";
-		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-		(void)w;
-		_exit(130);
-	}
-	stop_requested = 1;
-	xb_interrupted = 1; /* long reads of the VM's tables stop too */
-}
-
 struct opts {
 	double duration;
 	size_t top;
@@ -564,7 +545,10 @@ static void abort_outputs(struct output *outs, size_t n)
  * replaces anything.  From here on ^C writes the results. */
 static int open_outputs(struct output *outs, size_t nouts)
 {
-	graceful = 1;
+	/* once the outputs are open, ^C ends the run and the results are
+	 * written; before (attaching, reading the code tables, loading the
+	 * BPF program) it ends the tool at once, with one line */
+	xb_signals_graceful();
 	for (size_t i = 0; i < nouts; i++) {
 		if (!outs[i].path)
 			continue;
@@ -630,16 +614,6 @@ static void session_options(enum xb_by by)
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
 	o.s.perf_read_later = strcmp(o.perf_read, "later") == 0;
-}
-
-/* ^C and SIGTERM are honoured from here on: while attaching and starting
- * they end the tool at once with one line (no file exists yet); while
- * sampling they end the run, and the results are written. */
-static void catch_signals(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* --check: one line per check, exit 1 on any FAIL. */
@@ -798,7 +772,7 @@ static int run_sampling(struct xb_session *s, int pid, enum xb_by by, struct out
 		goto failed;
 	if (xb_verbose)
 		print_start_line(s, pid);
-	if (xb_session_run(s, o.pstack || o.dump ? o.pstack_wait : o.duration, &stop_requested) < 0)
+	if (xb_session_run(s, o.pstack || o.dump ? o.pstack_wait : o.duration, &xb_stop_requested) < 0)
 		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
 	/* Signals from here on end the program the usual way. */
 	signal(SIGINT, SIG_DFL);
@@ -838,7 +812,8 @@ int main(int argc, char **argv)
 		return rc;
 	enum xb_by by = xb_by_parse(o.by);
 	session_options(by);
-	catch_signals();
+	/* ^C and SIGTERM are honoured from here on (common.h) */
+	xb_catch_signals(PROG);
 	raise_nofile_limit();
 
 	struct xb_session s;

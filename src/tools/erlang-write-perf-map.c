@@ -15,29 +15,10 @@
 
 #include <dirent.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static volatile sig_atomic_t stop;
-/* Set once the first map is about to be written: from then on ^C stops
- * --watch after the current rewrite (exit 0).  Before, nothing is worth
- * keeping and no file exists: ^C ends the tool at once, with one line. */
-static volatile sig_atomic_t graceful;
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (!graceful) {
-		static const char msg[] = "erlang-write-perf-map: interrupted; nothing written\n";
-		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-		(void)w;
-		_exit(130);
-	}
-	stop = 1;
-	xb_interrupted = 1; /* a code map rebuild in progress stops too */
-}
 
 static const char *out_path;
 static bool watch, no_fold, help, version, symbolize;
@@ -227,7 +208,9 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 {
 	if (xb_codemap_build(vm, cm, flags) < 0)
 		return -1;
-	graceful = 1;
+	/* the first map is about to be written: from here on ^C stops
+	 * --watch after the current rewrite (exit 0) */
+	xb_signals_graceful();
 	int rc;
 	if (strcmp(out, "-") == 0) {
 		rc = xb_perfmap_print(cm, stdout);
@@ -284,9 +267,7 @@ int main(int argc, char **argv)
 	}
 	/* ^C and SIGTERM: honoured while attaching and reading the code
 	 * tables too (one line, nothing written), and between rewrites. */
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	xb_catch_signals("erlang-write-perf-map");
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
 		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
@@ -324,7 +305,7 @@ int main(int argc, char **argv)
 		xb_vm_detach(&vm);
 		return 1;
 	}
-	while (watch && !stop) {
+	while (watch && !xb_stop_requested) {
 		usleep((useconds_t)interval_ms * 1000);
 		if (!xb_vm_alive(&vm)) {
 			if (xb_verbose)
