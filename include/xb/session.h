@@ -105,6 +105,7 @@ struct xb_session {
 	uint64_t start_unix_ns;
 	double start_s, elapsed_s, cpu_before_s, cpu_sampling_s;
 	bool vm_exited;
+	bool drained_at_end;        /* the run's end drained what the events took (not after ^C or exit) */
 	struct xb_estack tmp_es;
 };
 
