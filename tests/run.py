@@ -392,17 +392,20 @@ def unit_case_ids():
     return ["unit"] + ["unit." + n for n in re.findall(r'run_case\("([^"]+)"', src)]
 
 
-def run_unit(ksubs, counts, suffix=""):
-    """ksubs: None (all cases) or the -k substrings (cases matching any)."""
+def run_unit(ksubs, counts, suffix="", env=None):
+    """ksubs: None (all cases) or the -k substrings (cases matching any);
+    env: the environment to run them in (its XB_BUILD_DIR picks the build),
+    else this process's."""
     def sel(tid):
         return not ksubs or any(k in tid for k in ksubs)
-    path = os.path.join(xbtest.build_dir(), "tests", "unit", "test_unit")
+    build = env["XB_BUILD_DIR"] if env else xbtest.build_dir()
+    path = os.path.join(build, "tests", "unit", "test_unit")
     if not os.access(path, os.X_OK):
         if not ksubs or any(k in "unit" for k in ksubs):
             emit("FAIL", "unit", "%s not built (run ./build.sh)" % path)
             counts.add("FAIL")
         return
-    r = xbtest.run_cmd([path], timeout=60)
+    r = xbtest.run_cmd([path], timeout=60, env=env)
     cases, last = [], None
     for line in r.out.splitlines():
         if line.startswith("ok "):
@@ -539,11 +542,13 @@ class Shard:
         return True
 
 
-def use_sanitized_build():
+def sanitized_env():
     """The environment of the sanitizer pass: the tools and unit tests of
     build-asan/, UBSan halting on its first report."""
-    os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
-    os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    env = dict(os.environ)
+    env["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
+    env.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    return env
 
 
 def run_shards(args, counts, kind="asan"):
@@ -740,20 +745,13 @@ def main():
                 # them (the shards run none): some measure a thread's own
                 # scheduling (thread_asleep_not_when_starved's sleeper), and
                 # beside 3 shards on 2 CPUs its every wakeup waited runnable.
-                saved = {k: os.environ.get(k) for k in ("XB_BUILD_DIR", "UBSAN_OPTIONS")}
-                use_sanitized_build()
-                run_unit(args.ksubs, counts, "@asan")
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+                run_unit(args.ksubs, counts, "@asan", env=sanitized_env())
             run_shards(args, counts)
         elif args.asan:
             # Same tests, sanitizer build: any report fails the test (the
             # tools write them to the test's sanitizer directory; UBSan is
             # built to abort).  Slower tools: wall-clock limits scaled.
-            use_sanitized_build()
+            os.environ.update(sanitized_env())
             if args.asan_capture:
                 os.environ["EXTROSPECT_CAPTURE"] = args.asan_capture
             if not args.no_unit and shard is None:
