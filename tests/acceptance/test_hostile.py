@@ -585,7 +585,7 @@ def corrupted_run(target, seconds):
             for args in ([], ["--alloc"], ["--contents", "xb_deep"]):
                 r = run_tool(HEAP, *(args + [str(vm.pid)]), timeout=60, env=env)
                 check(r.rc in (0, 1) and not r.timed_out, "erlang-heapsample %s with corrupted reads: exit %s"
-                      % (" ".join(args) or "(processes)", r.rc), r.describe())
+                      % (heap_mode(args), r.rc), r.describe())
                 heap_runs += 1
         # A map run fails (exit 1) when a flipped read spoils a table it
         # cannot do without; under the sanitizers on a saturated machine
@@ -756,6 +756,11 @@ def wait_for_handlers(p, what):
         check(time.monotonic() - t0 < 10 * time_scale(), "%s: no handler for ^C and SIGTERM after 10 s" % what)
         time.sleep(0.002)
     return time.monotonic() - t0
+
+
+def heap_mode(args):
+    """An erlang-heapsample mode by its arguments, for messages."""
+    return " ".join(args) or "(processes)"
 
 
 def signal_and_wait(p, sig, what):
@@ -948,7 +953,7 @@ def test_heapsample_sigint_within_100ms():
     # 450-500 ms on others
     runs = [(emu, "emu", "modules")] + [(jit, "jit", "heapwork")] * 3
     for exe, mode, case in runs:
-        todo = [a for a in modes if case != "heapwork" or (" ".join(a) or "(processes)") not in work]
+        todo = [a for a in modes if case != "heapwork" or heap_mode(a) not in work]
         if not todo:
             continue
         with Fixture(exe, mode, case) as fx:
@@ -961,16 +966,16 @@ def test_heapsample_sigint_within_100ms():
                     # counts as too short)
                     whole = max(whole, min(runtime(fx, args), 3.0))
                 if whole < 0.04:
-                    log("%s on %s %s: done in %.0f ms, too short to interrupt" % (" ".join(args) or "(processes)",
-                                                                                mode, case, whole * 1000))
+                    log("%s on %s %s: done in %.0f ms, too short to interrupt" % (heap_mode(args), mode, case,
+                                                                                whole * 1000))
                     continue
                 if case == "heapwork":
-                    work[" ".join(args) or "(processes)"] = whole
+                    work[heap_mode(args)] = whole
                 for i, delay in enumerate((0.2 * whole, 0.5 * whole, 0.8 * whole)):
                     attempts += 1
                     sig = signal.SIGTERM if i % 2 else signal.SIGINT
-                    what = "%s %s (%s %s, %s after %.2f s)" % (HEAP, " ".join(args) or "(processes)", mode, case,
-                                                              sig.name, delay)
+                    what = "%s %s (%s %s, %s after %.2f s)" % (HEAP, heap_mode(args), mode, case, sig.name,
+                                                              delay)
                     took = interrupted(fx, args, delay, sig, what)
                     if took is None:
                         continue
