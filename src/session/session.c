@@ -764,7 +764,8 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	 * could not keep up; when the VM exited, nothing is left to read
 	 * them against (a note, not advice to lower -F: CI saw that advice
 	 * on a VM killed during --pstack); after ^C they are left on purpose
-	 * (it is honoured within 100 ms). */
+	 * (it is honoured within 100 ms), and after an error the error says
+	 * why the run ended. */
 	if (s->bpf && xb_bpf_stats(s->bpf, &bs) == 0 && bs.unread) {
 		if (s->drained_at_end)
 			fprintf(f, "erlang-sample: warning: %llu samples were still queued when the run ended: "
