@@ -487,7 +487,10 @@ def test_schedulers_busy_one_of_four(target):
                       "scheduler %d: utilization %.3f, scheduler_wall_time %.3f (the machine let it "
                       "run: they must agree)" % (sid, s["utilization"], swt[sid]), detail)
             if s is not hot:
-                check(s["busy"] <= 0.10 and s["utilization"] <= 0.10,
+                # (idle: hardly on a CPU; its busy may hold a run-queue
+                # wait, as above: a saturated run saw an idle scheduler
+                # woken once for aux work at busy 0.127, all of it rq-wait)
+                check(s["utilization"] <= 0.10 and s["busy"] - s["runqueue_wait"] <= 0.10,
                       "scheduler %d is not idle: %r" % (sid, s), detail)
         # msacc, same window: the states both have
         m = msacc.get(("scheduler", 2), {})

@@ -53,15 +53,25 @@ static unsigned long long now_ns(clockid_t c)
 	return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
-/* A call that started at T0 ended at T1 (the last clock read before it
- * returns): recorded when asked for RECORD_US or more, or stretched past
- * LATE_NS. */
+/* A call that started at T0 and whose spin ended at T1: recorded when
+ * asked for RECORD_US or more, or stretched past LATE_NS, with as its end
+ * a last clock read just before the lock is let go, after everything
+ * else the call does (its caller only returns the term it built).  The
+ * end is not T1: a thread preempted between its spin and its return
+ * (the stall bookkeeping, this lock) is still in the NIF, and a sampler
+ * rightly says so (a saturated run: a sample 2.5 ms after T1, in the
+ * NIF).  TAIL was measured up to T1: where that last read is within
+ * GAP_NS of it the thread stayed on its CPU, and the tail grows by the
+ * difference at most; later, it may have left the CPU: unknown. */
 static void record(unsigned long long t0, unsigned long long t1, unsigned long long cpu, long us,
 		   unsigned long long head, unsigned long long tail)
 {
 	pthread_mutex_lock(&lock);
-	if (us >= RECORD_US || t1 - t0 >= LATE_NS) {
-		recs[nrec % NREC] = (struct rec){ t0, t1, cpu, (unsigned long long)us, head, tail };
+	unsigned long long end = now_ns(CLOCK_MONOTONIC);
+	if (us >= RECORD_US || end - t0 >= LATE_NS) {
+		if (tail != ~0ull)
+			tail = end - t1 <= GAP_NS ? tail + (end - t1) : ~0ull;
+		recs[nrec % NREC] = (struct rec){ t0, end, cpu, (unsigned long long)us, head, tail };
 		nrec++;
 	}
 	pthread_mutex_unlock(&lock);
@@ -163,8 +173,9 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_spin_nif(ErlNifEnv *env, int arg
 	/* The call's real length: t0 first thing (before getrusage: a
 	 * system call, where a loaded machine likes to preempt the thread,
 	 * and a sample taken in the NIF before a preemption there came 1.3 ms
-	 * before a t0 read after it, in a saturated run), t1 last thing (the
-	 * CPU-time clock is a system call too: it must lie inside [t0, t1]). */
+	 * before a t0 read after it, in a saturated run), t1 when the spin and
+	 * the CPU-time clock (a system call too: it must lie inside the call)
+	 * are done, and the end last thing (record()). */
 	unsigned long long t0 = now_ns(CLOCK_MONOTONIC);
 	long us;
 	if (argc != 1 || !enif_get_long(env, argv[0], &us) || us < 0 || us > 10000000)
@@ -188,8 +199,9 @@ __attribute__((noinline)) ERL_NIF_TERM xb_sched_spin_nif(ErlNifEnv *env, int arg
 	if (t1 - last > GAP_NS)
 		gap(&st, last, t1);
 	edges(&st, t0, t1, &head, &tail);
+	ERL_NIF_TERM ret = enif_make_ulong(env, x);
 	record(t0, t1, cpu1 - cpu0, us, head, tail);
-	return enif_make_ulong(env, x);
+	return ret;
 }
 
 /* Holds its scheduler without using it: nanosleep(Us), off the CPU (a
