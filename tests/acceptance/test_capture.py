@@ -485,6 +485,14 @@ def test_nothing_lost_at_start(target):
                     log("%s -d 1: %d delivered, %d lost" % (cap, st["received"], st["lost"]))
                     check("warning: the kernel lost" not in r.err or st["lost"],
                           "a lost-samples warning without lost samples", r.err)
+                    check("sampling starts" not in r.err, "-v says how long the setup took (-vv's)", r.err)
+            # -vv says how long the setup after the open took (README)
+            r = run_tool(TOOL, "-vv", "-d", "1", str(vm.pid), timeout=60)
+            m = re.search(r"^(?:erlang-sample: )?(?:debug: )?sampling starts (\d+\.\d) ms after the events were "
+                          r"opened$", r.err, re.M)
+            check(r.rc == 0 and m and 0 < float(m.group(1)) < 30000,
+                  "-vv does not say how long the setup after the events' open took", r.err[-3000:])
+            log("-vv: %s" % m.group(0))
         check(rec >= 300, "only %d samples in the short runs" % rec)
         check(lost <= 0.005 * (rec + lost),
               "the kernel lost %d samples (%d delivered) in short runs on a saturated machine"

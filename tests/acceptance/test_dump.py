@@ -234,6 +234,19 @@ def test_dump_rereads_then_marks_changing_stacks(target):
         check(len(doc) == 20 and all(p["note"] == CHANGING and p["stack"] == [] for p in doc if "note" in p
                                      and p["note"].startswith("changing")),
               "JSON rows of the ring: %s" % doc[:3])
+        # with --format json the summary goes to stderr under -v (stdout
+        # stays one JSON document), and nowhere without it
+        r, _ = dump(vm, "-v", "--format", "json")
+        doc = json.loads(r.out)
+        m = re.search(r"^erlang-sample: --dump: (\d+) processes listed(; (\d+) exited while read, (\d+) read "
+                      r"again \(changed under the first read\), (\d+) changing)?$", r.err, re.M)
+        check(m and int(m.group(1)) == len(doc) and len(doc) >= 270,
+              "--dump -v --format json: %d rows, and on stderr %r" % (len(doc), m and m.group(0)), r.err[-2000:])
+        check(int(m.group(5) or 0) == sum(1 for p in doc if p.get("note") == CHANGING),
+              "--dump -v --format json: the summary's changing count %s, %d rows marked"
+              % (m.group(5), sum(1 for p in doc if p.get("note") == CHANGING)))
+        r, _ = dump(vm, "--format", "json", "xb_dump_ring1")
+        check("processes listed" not in r.err, "--dump --format json without -v printed its summary", r.err)
         log("%d read again, %d marked changing" % (reread, marked))
 
 

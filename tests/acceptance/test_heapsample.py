@@ -986,6 +986,58 @@ def test_unknown_process_name(target):
 
 
 @per_vm(only=["stock"])
+@timeout(120)
+def test_output_file_written_atomically(target):
+    """README: `-o FILE` writes atomically.  FILE, there before the run,
+    holds its old content or the whole new output, never a part: polled
+    every 5 ms through a two-interval run (--interval 1 --count 2 writes
+    its result at the end); the new content is the result (JSON that
+    parses, with the row of a process that grows); a run that fails (--contents of no
+    such process) leaves the file as it was; no temporary file is left
+    in the directory either way."""
+    d = os.path.join(tmpdir(), "out")  # (a directory of its own: what is left there is the tool's)
+    os.mkdir(d)
+    path = os.path.join(d, "heap.json")
+    with open(path, "w") as f:
+        f.write("OLD\n")
+    with VM(target) as vm:
+        vm.eval("xb_mem_grow:start()")
+        wait_running(vm, "xb_grow")
+        p = spawn_tool(TOOL, "--interval", "1", "--count", "2", "--format", "json", "-t", "0", "-o", path,
+                       str(vm.pid))
+        seen, polls = {}, 0
+        while p.poll() is None:
+            with open(path) as f:
+                text = f.read()
+            seen[text] = seen.get(text, 0) + 1
+            polls += 1
+            time.sleep(0.005)
+        _, err = p.communicate(timeout=60)
+        check(p.returncode == 0, "%s --interval 1 --count 2 -o FILE: exit %s" % (TOOL, p.returncode), err)
+        with open(path) as f:
+            final = f.read()
+        try:
+            doc = json.loads(final)
+        except ValueError as e:
+            raise AssertionError("-o FILE does not hold the JSON result: %s: %r" % (e, final[:500]))
+        check(isinstance(doc, list) and any(x.get("name") == "xb_grow" for x in doc),
+              "-o FILE: no row of xb_grow (growing) in the result", final[:1000])
+        partial = [t[:80] for t in seen if t not in ("OLD\n", final)]
+        check(not partial, "-o FILE seen with a content that is neither the old one nor the result (%d polls): %r"
+              % (polls, partial[:3]))
+        check(seen.get("OLD\n", 0) >= 10, "the old content seen only %d times in %d polls during a 2 s run"
+              % (seen.get("OLD\n", 0), polls))
+        check(os.listdir(d) == ["heap.json"], "files left beside -o FILE: %r" % os.listdir(d))
+        r = heapsample(vm, "--contents", "no_such_name", "-o", path, ok=False)
+        check(r.rc == 2, "--contents no_such_name -o FILE: exit %s" % r.rc, r.describe())
+        with open(path) as f:
+            check(f.read() == final, "a failed run changed -o FILE")
+        check(os.listdir(d) == ["heap.json"], "files left beside -o FILE after a failed run: %r" % os.listdir(d))
+        log("%d polls: the old content %d times, the result %d times, nothing else"
+            % (polls, seen.get("OLD\n", 0), seen.get(final, 0)))
+
+
+@per_vm(only=["stock"])
 @asan("bad input")
 def test_unprivileged(target):
     """As an unprivileged user against root's VM: one line naming the

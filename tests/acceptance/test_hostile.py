@@ -789,9 +789,14 @@ def test_sigint_within_100ms():
     emu = build_fixture(os.path.join(d, "emu"), emu=True)
     jit = build_fixture(os.path.join(d, "jit"))
     worst, waited = [], []
+    # (the perf map's -o in a directory of its own: what is left there is
+    # the tool's)
+    odir = os.path.join(d, "out")
+    os.mkdir(odir)
+    mpath = os.path.join(odir, "m")
     sample_tools = ((SAMPLE, ["-d", "30"]), (SAMPLE, ["--pstack", "--pstack-wait", "30"]),
-                    (PERFMAP, ["-o", os.path.join(d, "m"), "--watch", "--interval", "100"]))
-    discovery_tools = ((SAMPLE, ["-d", "30"]), (SAMPLE, ["--check"]), (PERFMAP, ["-o", os.path.join(d, "m")]),
+                    (PERFMAP, ["-o", mpath, "--watch", "--interval", "100"]))
+    discovery_tools = ((SAMPLE, ["-d", "30"]), (SAMPLE, ["--check"]), (PERFMAP, ["-o", mpath]),
                        (HEAP, ["--alloc"]))
     for exe, fx_args, tools, delays in (
             (emu, ("emu", "modules"), sample_tools + ((SAMPLE, ["--check"]),), (0.05, 0.15, 0.3, 1.5)),
@@ -802,6 +807,8 @@ def test_sigint_within_100ms():
             for tool, args in tools:
                 for i, delay in enumerate(delays):
                     sig = signal.SIGTERM if i % 2 else signal.SIGINT
+                    if os.path.exists(mpath):
+                        os.unlink(mpath)
                     p = subprocess.Popen([tool_path(tool)] + args + [str(fx.pid)], stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
                     time.sleep(delay)
@@ -817,6 +824,13 @@ def test_sigint_within_100ms():
                         lines = [l for l in text.splitlines() if l.strip() and not l.startswith("note:")]
                         check(len(lines) == 1 and "interrupted" in lines[0],
                               "%s %s: exit 130 after %s, stderr %r" % (tool, args[0], sig.name, lines))
+                        check(not os.path.exists(mpath), "%s %s: exit 130 after %s, and it wrote %s"
+                              % (tool, args[0], sig.name, mpath))
+                    # (-o FILE is written in full, then renamed: no
+                    # temporary file is left behind, however it ended)
+                    left = sorted(set(os.listdir(odir)) - {"m"})
+                    check(not left, "%s %s: %r left beside -o FILE after %s (exit %s)"
+                          % (tool, args[0], left, sig.name, p.returncode))
     worst.sort(reverse=True)
     log("signals sent after the delay plus up to %.0f ms waiting for the handlers (%d of %d runs waited > 5 ms)" % (
         max(waited) * 1000, sum(1 for w in waited if w > 0.005), len(waited)))

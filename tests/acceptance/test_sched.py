@@ -961,6 +961,28 @@ def test_cpu_view_sees_threads_move(target):
               % moved.get("scheduler 1"))
         check(where.get("scheduler 2") == {0, 1}, "scheduler 2 seen on CPUs %s" % where.get("scheduler 2"))
         check(where.get("scheduler 1") == {0}, "scheduler 1 seen on CPUs %s" % where.get("scheduler 1"))
+        # the rest of the JSON the README documents: each scheduler's own
+        # cpu_moves (the same count), the run complete, user space only,
+        # and other_threads: every thread of the VM that is no scheduler
+        # (by its name, from /proc now: an idle VM's threads stay; names
+        # cut at 15 bytes: "10_dirty_io_sch"), by tid
+        sch = {x["scheduler"]: x for x in doc["schedulers"]}
+        check(sch["2"]["cpu_moves"] == moved.get("scheduler 2") and sch["1"]["cpu_moves"] == 0,
+              "cpu_moves: scheduler 1 %r, scheduler 2 %r, threads_moved %r"
+              % (sch["1"]["cpu_moves"], sch["2"]["cpu_moves"], moved))
+        check(doc["complete"] is True and doc["kernel_time"] is False,
+              "complete %r, kernel_time %r (a whole run, user space only)" % (doc["complete"], doc["kernel_time"]))
+        expected = {}
+        for tid in os.listdir("/proc/%d/task" % vm.pid):
+            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
+                comm = f.read().strip()
+            if not re.match(r"^\d+_(scheduler|dirty_cpu|dirty_io)", comm):
+                expected[int(tid)] = comm
+        got = [(t["tid"], t["thread"]) for t in doc["other_threads"]]
+        check(got == sorted(expected.items()) and len(got) >= 3,
+              "other_threads %r, the VM's threads that are no scheduler %r" % (got, sorted(expected.items())))
+        check(all(t["utilization"] is None or 0 <= t["utilization"] <= 1 for t in doc["other_threads"]),
+              "other_threads' utilization out of [0, 1]: %r" % doc["other_threads"])
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf", "otp29-jit", "otp29-jit-stripped"])
