@@ -794,7 +794,7 @@ def test_wakeup(target):
     voluntary context switches per second, with two busy schedulers sampled
     at 2000 Hz: about 100/s (BPF, the default here), 200/s (JIT) or 500/s
     (interpreter) on the perf path; about one per sample with --wakeup 1 on
-    the perf path (at 4000 Hz).  The rate stays below where a ring's watermark wakes the
+    the perf path (at 4000 Hz); about 25/s with --drain-ms 40 (at 250 Hz).  The rate stays below where a ring's watermark wakes the
     tool first: a scheduler's ring takes ~16 samples of 16 KiB stack copies
     before it is half full (sampler.c), 8 ms at 2000 Hz, longer than either
     drain interval (at 4000 Hz the watermark came first: 490/s, CI)."""
@@ -859,6 +859,16 @@ def test_wakeup(target):
         check(w_w >= 0.3 * w_s and w_w >= 2 * d_w,
               "--wakeup 1 woke the tool %.0f times a second for %.0f samples a second (default "
               "%.0f): not every sample" % (w_w, w_s, d_w))
+        # --drain-ms 40 (README: "--drain-ms MS to choose"): about 25 a
+        # second, at 250 Hz (10 samples a scheduler between drains, under
+        # half a ring: the watermark does not come first), and well under
+        # the default's rate measured above
+        measure("drain40", 250, ["--capture", "perf", "--perf-read", "later", "--drain-ms", "40"])
+        g_w, g_s = rates["drain40"]
+        log("--drain-ms 40: %.0f wakeups/s for %.0f samples/s" % (g_w, g_s))
+        check(0.4 * 25 <= g_w <= 1.6 * 25 + 0.06 * g_s and g_w <= 0.5 * d_w,
+              "--drain-ms 40 woke the tool %.0f times a second for %.0f samples a second (about 25, and "
+              "under half the default's %.0f)" % (g_w, g_s, d_w))
 
 
 @per_vm(flavor="emu")
