@@ -212,6 +212,7 @@ def test_write_errors_every_tool(target):
     their own test in test_outputs)."""
     runs = [(SAMPLE, ["--pstack"]), (SAMPLE, ["--check"]), (SAMPLE, ["--dump"]),
             (SAMPLE, ["-d", "1", "--format", "folded"]), (SAMPLE, ["-d", "1", "--schedulers"]),
+            (SAMPLE, ["-d", "1", "--long-calls"]),
             (HEAP, []), (HEAP, ["--alloc"]), (HEAP, ["--contents", "xb_ctl"]),
             (HEAP, ["--interval", "0.3", "--count", "2"]), (PERFMAP, ["-o", "-"])]
     with VM(target, schedulers=2) as vm:
