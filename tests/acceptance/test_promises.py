@@ -68,15 +68,20 @@ def test_never_ptrace_nor_proc_mem(target):
     that reads the VM: sampling, --pstack, --check, the perf map,
     erlang-heapsample's processes, --alloc and --contents) shows no ptrace
     call, no open of any /proc/*/mem, and process_vm_readv calls (the
-    evidence that it did read the VM)."""
+    evidence that it did read the VM); also --dump, --schedulers (with
+    its long calls), --pstack --idle-scheduler-stacks and
+    erlang-heapsample --interval."""
     strace = need("strace", "strace")
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_deep:start()")
         wait_running(vm, "xb_deep")
         runs = [(TOOL, ["-d", "1"]), (TOOL, ["--pstack"]), (TOOL, ["--check"]),
                 (PERFMAP, ["-o", os.path.join(tmpdir(), "x.map")]),
+                (TOOL, ["--dump"]), (TOOL, ["-d", "1", "--schedulers"]),
+                (TOOL, ["--pstack", "--idle-scheduler-stacks"]),
                 ("erlang-heapsample", []), ("erlang-heapsample", ["--alloc"]),
-                ("erlang-heapsample", ["--contents", "xb_deep"])]
+                ("erlang-heapsample", ["--contents", "xb_deep"]),
+                ("erlang-heapsample", ["--interval", "0.5", "--count", "1"])]
         for tool, args in runs:
             log_path = os.path.join(tmpdir(), "strace.%s.txt" % tool)
             r = run_cmd([strace, "-f", "-qq", "-o", log_path,
