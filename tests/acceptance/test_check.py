@@ -96,8 +96,10 @@ def test_unknown_release_refused():
         check(all(t in msg for t in TABLES), "the message does not list the supported releases", msg)
         check("debug" in msg and "-g" in msg, "the message does not say how to proceed", msg)
         r2 = run_tool("erlang-write-perf-map", "-o", "-", str(vm.pid), timeout=30)
-        check(r2.rc > 0 and "unsupported release" in r2.err, "erlang-write-perf-map did not refuse",
-              r2.describe())
+        lines2 = [l for l in r2.err.splitlines() if l.strip()]
+        check(r2.rc > 0 and len(lines2) == 1 and "unsupported release" in lines2[0] and new_vsn in lines2[0]
+              and not r2.out.strip(), "erlang-write-perf-map did not refuse with one line naming %s and an "
+              "empty map" % new_vsn, r2.describe() + r2.out[:500])
         log(msg)
         # erlang-heapsample reads the same tables: the same refusal, one
         # line, in each of its modes
