@@ -56,6 +56,7 @@ struct xb_hw_result {
 	struct xb_hw_kind *kinds;    /* sorted by words, largest first */
 	size_t nkinds;
 	char method[200];
+	unsigned reads;              /* 2: the heap moved under the first read (a GC), read again */
 };
 
 /* -1 (xb_err) when the process cannot be read or kept changing. */

@@ -595,7 +595,8 @@ int xb_heapwalk(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *o, st
 		return xb_fail("cannot decode heap objects on this VM: its release table (erts %s) has no "
 			       "header subtags; regenerate it with scripts/gen-release-table", vm->erts);
 	struct walk *w = NULL;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	int attempt;
+	for (attempt = 0; attempt < 2; attempt++) {
 		w = calloc(1, sizeof(*w));
 		if (!w)
 			return xb_fail("out of memory");
@@ -620,6 +621,7 @@ int xb_heapwalk(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *o, st
 	}
 	if (!w)
 		return xb_fail("changing: the process garbage collected during both reads of its heap; try again");
+	res->reads = (unsigned)attempt + 1;
 	fix_keys(w);
 	res->words_read = w->words;
 	res->words_unparsed = w->unparsed;

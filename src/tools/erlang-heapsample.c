@@ -674,6 +674,9 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		}
 		return -1;
 	}
+	if (xb_verbose && r.reads > 1)
+		fprintf(stderr, PROG ": note: the heap moved while it was read (the process garbage collected); "
+				"read again\n");
 	char pid[48], name[600];
 	xb_proc_pid_text(vm, r.proc.pid, pid, sizeof(pid));
 	struct xb_proc named;

@@ -605,6 +605,50 @@ def test_contents_mix(target):
         vm.eval("xb_mem_mix:stop()")
 
 
+@per_vm(only=["stock"])
+@asan("the walk thrown away and done again when the heap moved")
+@timeout(180)
+def test_contents_read_again_when_the_heap_moved(target):
+    """README: "--contents checks the heap did not move while it was read,
+    and reads it again once if it did".  A process that keeps a list of
+    20,000 integers and makes garbage all the time (a minor collection,
+    which moves the young heap, every few hundred microseconds): over up
+    to 150 runs of --contents -v, at least one says it read the heap again
+    (-v's note) and still shows the list (exit 0, cons cells the largest
+    kind); every run ends so or with one line saying the process changed
+    under both reads (exit 1), never another answer."""
+    with VM(target) as vm:
+        vm.eval("register(xb_gcw, spawn(fun() -> F = fun L(Keep) -> _ = lists:seq(1, 300), L(Keep) end, "
+                "F(lists:seq(1, 20000)) end)), ok")
+        wait_running(vm, "xb_gcw")
+        again = changing = plain = 0
+        for _ in range(150):
+            r = heapsample(vm, "-v", "--contents", "xb_gcw", "--format", "json", ok=False)
+            lines = [l for l in r.err.splitlines() if l.strip() and not re.match(r"^erlang-heapsample( \d|: (attach|VM))", l)]
+            if r.rc == 1:
+                check(len(lines) == 1 and "changing" in lines[0] and "both reads" in lines[0] and not r.out.strip(),
+                      "--contents of a collecting process: exit 1 without the one line saying it changed",
+                      r.describe())
+                changing += 1
+                continue
+            check(r.rc == 0, "--contents of a collecting process: exit %s" % r.rc, r.describe())
+            rows = json.loads(r.out)
+            check(rows and rows[0]["kind"] == "list (cons cells)" and rows[0]["words"] >= 40000,
+                  "--contents of a process holding 20,000 cons cells: %r" % rows[:3])
+            noted = [l for l in lines if "read again" in l]
+            check(len(noted) == len(lines) <= 1, "--contents -v: unexpected lines %r" % lines)
+            if noted:
+                again += 1
+                if again >= 3:
+                    break
+            else:
+                plain += 1
+        log("%d runs read the heap again and showed it, %d read it once, %d found it changing under both reads"
+            % (again, plain, changing))
+        check(again >= 1, "no run of --contents read the heap again (%d read it once, %d changing twice): "
+              "a heap moving all the time was never caught moving" % (plain, changing))
+
+
 @per_vm()
 @timeout(180)
 def test_contents_other_kinds(target):
