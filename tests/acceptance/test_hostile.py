@@ -30,8 +30,9 @@ import subprocess
 import threading
 import time
 
-from xbsample import loaded_functions, wait_running
-from xbtest import (alone, asan, ROOT, VM, check, log, per_vm, run_cmd, run_tool, sanitized, skip, skip_because, suite,
+from xbsample import loaded_functions, parse_table, wait_running
+from xbtest import (alone, asan, derived_target, ROOT, VM, check, log, per_vm, run_cmd, run_tool, sanitized, skip,
+                    skip_because, suite,
                     time_scale, timeout, tmpdir, tool_path, untraced_leak_check, wait_for, read_perf_map)
 
 SAMPLE = "erlang-sample"
@@ -1276,3 +1277,64 @@ def test_file_capabilities_refuse_other_users():
         check("table for erts 13.1.5" in r.out, "EXTROSPECT_FORCE_RELEASE was obeyed with file capabilities",
               r.out + r.err)
         log("own process: " + r.out.splitlines()[0])
+
+
+@per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
+@asan("DWARF offsets from the target's binary validated before use")
+@timeout(180)
+def test_implausible_dwarf_offset_not_used(target):
+    """Issue 11: offsets from the target's DWARF are validated before use
+    (they used to override the release table unchecked).  A copy of the
+    DWARF build whose .debug_info puts process.i at 65528, past the end of
+    struct process (776 bytes), in every compilation unit
+    (tests/tools/dwarf_patch_member.c): each tool warns once, naming the
+    field, and keeps the table's offset: --check fails table-vs-dwarf
+    alone (the table and the DWARF disagree) and passes every check of
+    the live VM, the profile names
+    xb_split's two functions, --pstack shows xb_deep's stack, the perf map
+    and erlang-heapsample work.  Used unchecked, every process's
+    instruction pointer would be read 64 KiB past it."""
+    d = tmpdir()
+    patcher = os.path.join(d, "dwarf_patch_member")
+    r = run_cmd(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", patcher,
+                 os.path.join(ROOT, "tests", "tools", "dwarf_patch_member.c"), "-ldw", "-lelf"], timeout=120)
+    check(r.rc == 0, "building dwarf_patch_member failed", r.describe())
+
+    def patch(src, dst):
+        shutil.copyfile(src, dst)
+        p = run_cmd([patcher, dst, "process", "i", "65528"], timeout=120)
+        check(p.rc == 0 and int(p.out.strip() or 0) >= 1, "patching process.i in %s" % dst, p.describe())
+        log("process.i set to 65528 in %s compilation units" % p.out.strip())
+
+    t = derived_target(target, "bad-dwarf-i", beam_transform=patch)
+    warn = re.compile(r"^warning: this beam's DWARF gives 1 implausible offsets \(e\.g\. process\.i = 65528 "
+                      r"\(outside the struct\)\); not used$", re.M)
+    with VM(t, schedulers=2) as vm:
+        vm.eval("xb_split:start(75), xb_deep:start()")
+        wait_running(vm, "xb_split")
+        wait_running(vm, "xb_deep")
+        # --check: the one disagreement with the table is the one check
+        # that fails (it compares the table with the DWARF as it is); the
+        # checks of the live VM pass, on the table's offset
+        r = run_tool(SAMPLE, "--check", str(vm.pid), timeout=60 * time_scale())
+        fails = [l for l in r.out.splitlines() if l.startswith("FAIL")]
+        oks = [l for l in r.out.splitlines() if l.startswith("ok")]
+        check(r.rc == 1 and len(fails) == 1 and fails[0].split()[1] == "table-vs-dwarf" and
+              "first: process.i table 256, DWARF 65528" in fails[0] and len(oks) >= 10,
+              "--check on a beam with an implausible DWARF offset: exit %s, %d ok, FAIL %s"
+              % (r.rc, len(oks), fails), r.describe() + r.out)
+        check(len(warn.findall(r.err)) == 1, "--check: not one warning naming process.i", r.err[-2000:])
+        r = run_tool(SAMPLE, "-d", "2", str(vm.pid), timeout=60 * time_scale())
+        check(r.rc == 0 and len(warn.findall(r.err)) == 1, "sampling: exit %s, not one warning" % r.rc,
+              r.describe())
+        rows = {n: c for c, n, _, tag in parse_table(r.out).rows if tag == "[Erlang]"}
+        hot = rows.get("xb_split:hot_a/1", 0) + rows.get("xb_split:hot_b/1", 0)
+        check(hot >= 100, "the profile does not name xb_split's functions (%d samples)" % hot, r.out[:3000])
+        r = run_tool(SAMPLE, "--pstack", str(vm.pid), timeout=60 * time_scale())
+        check(r.rc == 0 and re.search(r"xb_deep:leaf/1 \[Erlang\]\n.*xb_deep:d/1 \[Erlang\]", r.out),
+              "--pstack does not show xb_deep's stack", r.describe())
+        for tool, args in ((PERFMAP, ["-o", os.path.join(d, "m.map")]), (HEAP, ["-t", "5"])):
+            r = run_tool(tool, *(args + [str(vm.pid)]), timeout=60 * time_scale())
+            check(r.rc == 0 and len(warn.findall(r.err)) == 1, "%s: exit %s, not one warning" % (tool, r.rc),
+                  r.describe())
+        log("hot_a + hot_b: %d samples; one warning per tool: %s" % (hot, warn.search(r.err).group(0)))
