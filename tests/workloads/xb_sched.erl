@@ -22,6 +22,11 @@
 %%                     msacc's port state) and is mostly sendto(2), time in
 %%                     the kernel.  A send never waits (a full buffer drops
 %%                     the datagram), so the scheduler is never idle.
+%%   aux_busy(S, O)    `xb_auxsend`, bound to normal scheduler S, starts
+%%                     timers 100 at a time and hands them to `xb_auxrecv`
+%%                     on scheduler O, which cancels them there; each
+%%                     cancel is queued to the timer's scheduler S, which
+%%                     handles it as aux work (msacc's aux state).
 %%   mover(Ms, N)      `xb_mover`, computing forever, binds itself to
 %%                     scheduler 1, 2, .., N, 1, .. in turn, Ms milliseconds
 %%                     each: it migrates between schedulers.
@@ -51,11 +56,12 @@
 %% erts/emulator/beam/bif.c (process_flag_2, am_scheduler) of every
 %% release we support.
 -module(xb_sched).
--export([ratio/2, busy/1, gc_busy/1, gc_loop/1, port_busy/1, port_loop/2, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
+-export([ratio/2, busy/1, aux_busy/2, aux_send/2, aux_recv/0, gc_busy/1, gc_loop/1, port_busy/1, port_loop/2, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
          worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, sleep_loop/1, unit/1]).
 
 -define(UNIT, 20000). %% iterations per work unit (about a millisecond)
--define(NAMES, [xb_w2, xb_w1, xb_busy, xb_gcbusy, xb_portbusy, xb_mover, xb_long, xb_short]).
+-define(NAMES, [xb_w2, xb_w1, xb_busy, xb_gcbusy, xb_portbusy, xb_auxsend, xb_auxrecv, xb_mover, xb_long,
+                xb_short]).
 
 ratio(A, B) when is_integer(A), A > 0, is_integer(B), B > 0 ->
     [xb_ctl:kill_registered(N) || N <- [xb_w2, xb_w1]],
@@ -121,6 +127,29 @@ port_busy(Sched) when is_integer(Sched), Sched > 0 ->
 port_loop(S, {To, Bin, _} = A) ->
     _ = gen_udp:send(S, {127, 0, 0, 1}, To, Bin),
     ?MODULE:port_loop(S, A).
+
+aux_busy(Sched, Other) when is_integer(Sched), Sched > 0, is_integer(Other), Other > 0 ->
+    [xb_ctl:kill_registered(N) || N <- [xb_auxsend, xb_auxrecv]],
+    Recv = spawn(fun() -> process_flag(scheduler, Other), ?MODULE:aux_recv() end),
+    register(xb_auxrecv, Recv),
+    Send = spawn(fun() -> process_flag(scheduler, Sched), ?MODULE:aux_send(Recv, 0) end),
+    register(xb_auxsend, Send),
+    Send.
+
+%% 100 timers at a time (in the sender's scheduler's timer wheel), sent to
+%% the receiver, which cancels them from its own scheduler, then waits
+%% until the receiver has done so: the queue stays short
+aux_send(Recv, N) ->
+    Recv ! [erlang:start_timer(600000, self(), x) || _ <- lists:seq(1, 100)],
+    receive ack -> ok end,
+    ?MODULE:aux_send(Recv, N + 1).
+
+aux_recv() ->
+    receive
+        Refs -> [erlang:cancel_timer(R, [{async, true}, {info, false}]) || R <- Refs],
+                xb_auxsend ! ack
+    end,
+    ?MODULE:aux_recv().
 
 mover(Ms, N) when is_integer(Ms), Ms > 0, is_integer(N), N > 1 ->
     xb_ctl:kill_registered(xb_mover),
