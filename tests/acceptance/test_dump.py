@@ -242,9 +242,9 @@ def test_dump_rereads_then_marks_changing_stacks(target):
                       r"again \(changed under the first read\), (\d+) changing)?$", r.err, re.M)
         check(m and int(m.group(1)) == len(doc) and len(doc) >= 270,
               "--dump -v --format json: %d rows, and on stderr %r" % (len(doc), m and m.group(0)), r.err[-2000:])
-        check(int(m.group(5) or 0) == sum(1 for p in doc if p.get("note") == CHANGING),
-              "--dump -v --format json: the summary's changing count %s, %d rows marked"
-              % (m.group(5), sum(1 for p in doc if p.get("note") == CHANGING)))
+        marked_rows = sum(1 for p in doc if p.get("note") == CHANGING)
+        check(int(m.group(5) or 0) == marked_rows, "--dump -v --format json: the summary's changing count %s, "
+              "%d rows marked" % (m.group(5), marked_rows))
         r, _ = dump(vm, "--format", "json", "xb_dump_ring1")
         check("processes listed" not in r.err, "--dump --format json without -v printed its summary", r.err)
         log("%d read again, %d marked changing" % (reread, marked))

@@ -989,20 +989,19 @@ def test_heapsample_sigint_within_100ms():
                 for i, delay in enumerate((0.2 * whole, 0.5 * whole, 0.8 * whole)):
                     attempts += 1
                     sig = signal.SIGTERM if i % 2 else signal.SIGINT
-                    what = "%s %s (%s %s, %s after %.2f s)" % (HEAP, heap_mode(args), mode, case, sig.name,
-                                                              delay)
-                    took = interrupted(fx, args, delay, sig, what)
+                    took = None
                     # Done before the signal: this run was faster than the
                     # measured one (a loaded machine's runs vary: 13 of 24
                     # still going once, with OTP being compiled beside
                     # it): twice more, each time signalled twice as early.
-                    for _ in range(2):
-                        if took is not None:
-                            break
-                        delay /= 2
+                    for attempt in range(3):
+                        if attempt:
+                            delay /= 2
                         what = "%s %s (%s %s, %s after %.2f s)" % (HEAP, heap_mode(args), mode, case, sig.name,
                                                                   delay)
                         took = interrupted(fx, args, delay, sig, what)
+                        if took is not None:
+                            break
                     if took is None:
                         continue
                     tries = [took]

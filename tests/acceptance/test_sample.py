@@ -15,7 +15,7 @@ from xbtest import (asan, bpf_refused, VM, check, log, nobody_copy, per_vm, run_
 
 from xbsample import (TOOL, SplitClock, check_drops, check_no_garbage, erlang_rows,  # noqa: F401
                       loaded_functions, parse_folded, parse_table, sample, sample_folded,
-                      scheduler_cpu_ns, stats, wait_running, wait_sampling)
+                      scheduler_cpu_ns, stats, thread_names, wait_running, wait_sampling)
 
 # Functions of the workloads that never run once they started: a sample
 # named after one of them was pinned on a neighbour of the running code.
@@ -329,12 +329,11 @@ def start_sampling(vm, d, tag, *args):
 def named_thread_cpu_s(pid, comm):
     """CPU seconds used so far by PID's threads named COMM (0 when none)."""
     total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
+    for tid, name in thread_names(pid).items():
+        if name != comm:
+            continue
         try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if f.read().strip() != comm:
-                    continue
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime (ticks)
         except OSError:

@@ -19,7 +19,7 @@ from test_formats import (frame_titles, check_svg_file, load_speedscope, pprof_t
                           validate)
 from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
                     wait_for)
-from xbsample import build_sched_nif, scheduler_tids  # noqa: E402
+from xbsample import build_sched_nif, scheduler_tids, thread_names  # noqa: E402
 
 TOOL = "erlang-sample"
 WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads")
@@ -215,14 +215,9 @@ def test_by_process_ratio_in_every_format(target):
                       "--by cpu: a CPU this machine does not have (%d CPUs)" % ncpu, text)
             if by == "thread":
                 # the VM's threads, by the names the kernel gives them
-                def comm(tid):
-                    try:
-                        with open("/proc/%d/task/%d/comm" % (vm.pid, tid)) as fc:
-                            return fc.read().strip()
-                    except OSError:
-                        return None
-                named = [g[0] for g in groups if "thread %s (%s)" % (g[0].split()[1], comm(int(g[0].split()[1])))
-                         != g[0]]
+                names = thread_names(vm.pid)
+                named = [g[0] for g in groups
+                         if "thread %s (%s)" % (g[0].split()[1], names.get(int(g[0].split()[1]))) != g[0]]
                 check(not named, "--by thread: threads that are not the VM's, or misnamed: %r" % named, text)
                 # the workers' scheduler thread (1_scheduler to OTP 26,
                 # erts_sched_1 from 27: erl_process.c)
@@ -1016,20 +1011,16 @@ def test_cpu_view_sees_threads_move(target):
         # the rest of the JSON the README documents: each scheduler's own
         # cpu_moves (the same count), the run complete, user space only,
         # and other_threads: every thread of the VM that is no scheduler
-        # (by its name, from /proc now: an idle VM's threads stay; names
-        # cut at 15 bytes: "10_dirty_io_sch"), by tid
+        # (by its OTP 25 name, from /proc now: an idle VM's threads stay;
+        # names cut at 15 bytes: "10_dirty_io_sch"), by tid
         sch = {x["scheduler"]: x for x in doc["schedulers"]}
         check(sch["2"]["cpu_moves"] == moved.get("scheduler 2") and sch["1"]["cpu_moves"] == 0,
               "cpu_moves: scheduler 1 %r, scheduler 2 %r, threads_moved %r"
               % (sch["1"]["cpu_moves"], sch["2"]["cpu_moves"], moved))
         check(doc["complete"] is True and doc["kernel_time"] is False,
               "complete %r, kernel_time %r (a whole run, user space only)" % (doc["complete"], doc["kernel_time"]))
-        expected = {}
-        for tid in os.listdir("/proc/%d/task" % vm.pid):
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                comm = f.read().strip()
-            if not re.match(r"^\d+_(scheduler|dirty_cpu|dirty_io)", comm):
-                expected[int(tid)] = comm
+        expected = {tid: comm for tid, comm in thread_names(vm.pid).items()
+                    if not re.match(r"^\d+_(scheduler|dirty_cpu|dirty_io)", comm)}
         got = [(t["tid"], t["thread"]) for t in doc["other_threads"]]
         check(got == sorted(expected.items()) and len(got) >= 3,
               "other_threads %r, the VM's threads that are no scheduler %r" % (got, sorted(expected.items())))

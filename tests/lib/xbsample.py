@@ -326,17 +326,26 @@ def check_drops(st, what, allowed=("too stale", "process moved on"), max_other=0
 SCHEDULER_COMM = re.compile(r"^(?:(\d+)_scheduler|erts_sched_(\d+))$")
 
 
+def thread_names(pid):
+    """{tid: name (comm, cut at 15 bytes)} of process PID's threads now
+    (one that exits meanwhile is left out)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                out[int(tid)] = f.read().strip()
+        except OSError:
+            continue
+    return out
+
+
 def scheduler_tids(vm):
     """{N: tid} of the VM's normal scheduler threads."""
     out = {}
-    for tid in os.listdir("/proc/%d/task" % vm.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (vm.pid, tid)) as f:
-                m = SCHEDULER_COMM.match(f.read().strip())
-        except OSError:
-            continue
+    for tid, comm in thread_names(vm.pid).items():
+        m = SCHEDULER_COMM.match(comm)
         if m:
-            out[int(m.group(1) or m.group(2))] = int(tid)
+            out[int(m.group(1) or m.group(2))] = tid
     return out
 
 

@@ -82,7 +82,7 @@ int main(int argc, char **argv)
 						fprintf(stderr, "%s.%s: form 0x%x, not data1/2/4\n", sname, mname, form);
 						return 1;
 					}
-					if (width < 8 && value >> (8 * width)) {
+					if (value >> (8 * width)) { /* (width <= 4: a defined shift) */
 						fprintf(stderr, "%s.%s: %lu does not fit %u bytes\n", sname, mname, value,
 							width);
 						return 1;

@@ -56,7 +56,7 @@
 %% erts/emulator/beam/bif.c (process_flag_2, am_scheduler) of every
 %% release we support.
 -module(xb_sched).
--export([ratio/2, busy/1, aux_busy/2, aux_send/2, aux_recv/0, gc_busy/1, gc_loop/1, port_busy/1, port_loop/2, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
+-export([ratio/2, busy/1, aux_busy/2, aux_send/1, aux_recv/0, gc_busy/1, gc_loop/1, port_busy/1, port_loop/2, mover/2, long_nif/1, short_nif/1, sleep_nif/1, window_start/0, window_end/0, stop/0,
          worker/2, busy_loop/1, mover_loop/4, long_loop/1, short_loop/1, sleep_loop/1, unit/1]).
 
 -define(UNIT, 20000). %% iterations per work unit (about a millisecond)
@@ -132,17 +132,17 @@ aux_busy(Sched, Other) when is_integer(Sched), Sched > 0, is_integer(Other), Oth
     [xb_ctl:kill_registered(N) || N <- [xb_auxsend, xb_auxrecv]],
     Recv = spawn(fun() -> process_flag(scheduler, Other), ?MODULE:aux_recv() end),
     register(xb_auxrecv, Recv),
-    Send = spawn(fun() -> process_flag(scheduler, Sched), ?MODULE:aux_send(Recv, 0) end),
+    Send = spawn(fun() -> process_flag(scheduler, Sched), ?MODULE:aux_send(Recv) end),
     register(xb_auxsend, Send),
     Send.
 
 %% 100 timers at a time (in the sender's scheduler's timer wheel), sent to
 %% the receiver, which cancels them from its own scheduler, then waits
 %% until the receiver has done so: the queue stays short
-aux_send(Recv, N) ->
+aux_send(Recv) ->
     Recv ! [erlang:start_timer(600000, self(), x) || _ <- lists:seq(1, 100)],
     receive ack -> ok end,
-    ?MODULE:aux_send(Recv, N + 1).
+    ?MODULE:aux_send(Recv).
 
 aux_recv() ->
     receive
