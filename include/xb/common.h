@@ -90,6 +90,12 @@ extern volatile sig_atomic_t xb_interrupted;
 extern volatile sig_atomic_t xb_stop_requested;
 void xb_catch_signals(const char *prog);
 void xb_signals_graceful(void);
+/* Print "PROG: <xb_err()>" on stderr: the tool has failed and said so.
+ * A signal while it tears down (freeing, closing, a sanitizer's leak
+ * scan at exit) then ends it at once with CODE and no second line: the
+ * one line said is the outcome, and "interrupted; nothing written" after
+ * it would contradict it (the exit status too). */
+void xb_report_failure(const char *prog, int code);
 
 /* Parse a decimal PID; returns -1 (with message) on anything else. */
 int xb_parse_pid(const char *s, int *pid);

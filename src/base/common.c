@@ -22,10 +22,13 @@ uint64_t xb_overruns[XB_OVR_COUNT];
 static char signal_msg[96];
 static size_t signal_msg_len;
 static volatile sig_atomic_t signals_graceful;
+static volatile sig_atomic_t failure_code; /* xb_report_failure: said, with this exit status */
 
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (failure_code)
+		_exit(failure_code);
 	if (!signals_graceful) {
 		ssize_t w = write(STDERR_FILENO, signal_msg, signal_msg_len);
 		(void)w;
@@ -47,6 +50,20 @@ void xb_catch_signals(const char *prog)
 void xb_signals_graceful(void)
 {
 	signals_graceful = 1;
+}
+
+void xb_report_failure(const char *prog, int code)
+{
+	/* A signal while the line is written waits for it (blocked), then
+	 * finds the outcome said: the line, exit CODE, nothing else. */
+	sigset_t both, old;
+	sigemptyset(&both);
+	sigaddset(&both, SIGINT);
+	sigaddset(&both, SIGTERM);
+	sigprocmask(SIG_BLOCK, &both, &old);
+	fprintf(stderr, "%s: %s\n", prog, xb_err());
+	failure_code = code > 0 ? code : 1;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 static const char *const overrun_names[XB_OVR_COUNT] = {

@@ -829,13 +829,13 @@ int main(int argc, char **argv)
 	xb_catch_signals(PROG);
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_report_failure(PROG, 1);
 		xb_vm_detach(&vm);
 		return 1;
 	}
 	struct xb_ptab t = { 0 };
 	if (!o.alloc && xb_ptab_open(&vm, &t) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_report_failure(PROG, 1);
 		xb_vm_detach(&vm);
 		return 1;
 	}
@@ -848,7 +848,7 @@ int main(int argc, char **argv)
 	FILE *out = stdout;
 	if (o.output) {
 		if (xb_outfile_open(&of, o.output, 0644, 0) < 0) {
-			fprintf(stderr, PROG ": %s\n", xb_err());
+			xb_report_failure(PROG, 1);
 			xb_ptab_close(&t);
 			xb_vm_detach(&vm);
 			return 1;
@@ -867,12 +867,12 @@ int main(int argc, char **argv)
 		rc = mode_procs(&vm, &t, out);
 	int status = 0;
 	if (rc < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
 		status = rc == -2 ? 2 : 1;
 		if (o.output)
 			xb_outfile_abort(&of);
+		xb_report_failure(PROG, status);
 	} else if (o.output ? xb_outfile_commit(&of) < 0 : xb_flush_check(stdout, "standard output") < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_report_failure(PROG, 1);
 		status = 1;
 	}
 	/* budgets the VM's data went over (atoms, code map, ...): a note,

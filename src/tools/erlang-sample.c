@@ -302,7 +302,7 @@ static void raise_nofile_limit(void)
 
 static int fail(struct xb_session *s, int code)
 {
-	fprintf(stderr, PROG ": %s\n", xb_err());
+	xb_report_failure(PROG, code);
 	xb_session_close(s);
 	return code;
 }

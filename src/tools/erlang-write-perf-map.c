@@ -270,7 +270,7 @@ int main(int argc, char **argv)
 	xb_catch_signals("erlang-write-perf-map");
 	struct xb_vm vm;
 	if (xb_vm_attach(&vm, pid) < 0) {
-		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_report_failure("erlang-write-perf-map", 1);
 		xb_vm_detach(&vm);
 		return 1;
 	}
@@ -301,7 +301,7 @@ int main(int argc, char **argv)
 			xb_fail("the VM (PID %d) exited before its code tables were read", pid);
 		else if (xb_interrupted)
 			xb_fail("interrupted; nothing written");
-		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_report_failure("erlang-write-perf-map", 1);
 		xb_vm_detach(&vm);
 		return 1;
 	}
