@@ -4,7 +4,7 @@ they look at; our tools must not.
 Two witnesses, in windows of the same run (3 rounds of: a baseline window
 with nothing attached, then one window per tool mode: sampling, --pstack
 and --check in a loop, erlang-write-perf-map in a loop, erlang-heapsample
-(processes, --alloc) in a loop, then a /bin/true spawn control and a control
+(processes, --alloc, --contents, --interval) in turn in a loop, then a /bin/true spawn control and a control
 that stops the VM for 100 ms: SIGSTOP, SIGCONT):
   - processes inside the VM (tests/fixtures/xb_witness.erl), one per CPU,
     each sleeps 1 ms at a time and records how late each wakeup comes.
@@ -301,7 +301,11 @@ def nopause_vm(vm, ref, cpus):
         ("--pstack", [sample, "--pstack", pid]),
         ("--check", [sample, "--check", pid]),
         ("erlang-write-perf-map", [perfmap, "-o", "/dev/null", pid]),
-        ("erlang-heapsample (processes, --alloc)", [[heap, pid], [heap, "--alloc", pid]]),
+        # every mode of erlang-heapsample in turn: --contents reads a
+        # whole heap (xb_split's), --interval two snapshots 0.2 s apart
+        ("erlang-heapsample (processes, --alloc, --contents, --interval)",
+         [[heap, pid], [heap, "--alloc", pid], [heap, "--contents", "xb_split", pid],
+          [heap, "--interval", "0.2", pid]]),
     ]
     base, res, control, spawn = [], {m[0]: [] for m in modes}, [], []
     for _ in range(ROUNDS):
