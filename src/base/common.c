@@ -297,6 +297,8 @@ int xb_grow(void **v, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return 0;
+	if (elem == 0 || need > SIZE_MAX / 2 / elem)
+		return xb_fail("out of memory (%zu elements of %zu bytes)", need, elem);
 	size_t nc = *cap ? *cap : 16;
 	while (nc < need)
 		nc *= 2;

@@ -199,15 +199,23 @@ static void add_fix(struct xb_vm *vm, struct xb_alloc_info *ai, const uint8_t *a
 {
 	uint64_t fix = g64(a, o(vm, XB_F_ALLCTR_FIX));
 	int64_t es = o(vm, XB_F_FIXLIST_SIZEOF);
-	if (!fix || es <= 0 || o(vm, XB_F_FIXLIST_TYPE) < 0 || o(vm, XB_F_FIXLIST_TYPE_SIZE) < 0)
+	if (!fix || es <= 0 || es > 128 || o(vm, XB_F_FIXLIST_TYPE) < 0 || o(vm, XB_F_FIXLIST_TYPE_SIZE) < 0)
 		return;
 	bool cpool = o(vm, XB_F_ALLCTR_CPOOL_UTIL_LIMIT) >= 0 && g64(a, o(vm, XB_F_ALLCTR_CPOOL_UTIL_LIMIT)) != 0;
+	/* every field read of an entry inside the entry (the offsets may
+	 * come from the target's DWARF): else no fix-list figures */
+	enum xb_field used_f[] = { XB_F_FIXLIST_TYPE, XB_F_FIXLIST_TYPE_SIZE,
+				   cpool ? XB_F_FIXLIST_CPOOL_ALLOCATED : XB_F_FIXLIST_NOCPOOL_ALLOCATED,
+				   cpool ? XB_F_FIXLIST_CPOOL_USED : XB_F_FIXLIST_NOCPOOL_USED };
+	for (size_t i = 0; i < sizeof(used_f) / sizeof(used_f[0]); i++)
+		if (o(vm, used_f[i]) + (i == 0 ? 4 : 8) > es)
+			return;
 	uint8_t buf[64 * 128];
-	if (es > 128 || xb_read(&vm->mem, fix, buf, (size_t)(es * 64)) < 0) {
+	if (xb_read(&vm->mem, fix, buf, (size_t)(es * 64)) < 0) {
 		/* the array may be shorter than 64 entries at the end of a
 		 * mapping: read one by one */
 		memset(buf, 0, sizeof(buf));
-		for (int i = 0; i < 64 && es <= 128; i++)
+		for (int i = 0; i < 64; i++)
 			if (xb_read(&vm->mem, fix + (uint64_t)(es * i), buf + es * i, (size_t)es) < 0)
 				break;
 	}

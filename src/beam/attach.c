@@ -293,6 +293,16 @@ static int pick_table(struct xb_vm *vm)
 						xb_field_name(i), vm->rel->erts, (long long)vm->off[i], (long long)dw[i]);
 				vm->off[i] = dw[i];
 			}
+			/* Each source was checked alone; the mix too: a struct
+			 * size from the DWARF with members from the table (or
+			 * the other way round) must still hold each member
+			 * inside its struct, whose buffers are that size. */
+			char why[200];
+			int bad = xb_dwarf_validate(vm->off, NULL, why, sizeof(why));
+			if (bad)
+				fprintf(stderr, "warning: this beam's DWARF and the table for erts %s together give %d "
+						"offsets outside their struct (e.g. %s); not used\n",
+					vm->rel->erts, bad, why);
 		}
 		return 0;
 	}

@@ -318,7 +318,12 @@ static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, 
 {
 	int64_t msz = off(t, XB_F_MSG_SIZE), onext = off(t, XB_F_MSG_NEXT), odata = off(t, XB_F_MSG_DATA),
 		om = off(t, XB_F_MSG_M), ohf = off(t, XB_F_MSG_HFRAG);
-	if (msz <= 0 || msz > 512 || onext < 0 || odata < 0 || om < 0 || ohf < 0) {
+	int64_t ohu = off(t, XB_F_HFRAG_USED_SIZE), ohn = off(t, XB_F_HFRAG_NEXT);
+	/* every word read of a message inside the message (ErtsMessage
+	 * embeds its first heap fragment: erl_message.h), which is inside
+	 * b: the offsets may come from the target's DWARF */
+	if (msz <= 0 || msz > 512 || onext < 0 || odata < 0 || om < 0 || ohf < 0 || ohu < 0 || ohn < 0 ||
+	    onext + 8 > msz || odata + 8 > msz || om + 8 > msz || ohf + ohu + 8 > msz || ohf + ohn + 8 > msz) {
 		p->partial |= XB_PP_UNREADABLE;
 		return;
 	}
@@ -457,6 +462,8 @@ static uint64_t monitor_size(struct xb_ptab *t, uint64_t node, uint16_t offset, 
  * red-black trees, for N processes at once: breadth first, one batched
  * read per level of all the trees (a supervisor with 100,000 links costs
  * some 40 system calls, not 100,000). */
+#define WALK_TOTAL (4 * XB_MAX_ML_WALK) /* tree nodes read per batch of processes */
+
 struct mlnode {
 	uint64_t addr;
 	uint32_t pi;
@@ -488,8 +495,18 @@ static void walk_trees(struct xb_ptab *t, struct xb_proc **ps, const uint8_t *co
 	uint8_t *nb = NULL, *mb = NULL;
 	size_t capnb = 0;
 	struct xb_readreq *q = NULL;
-	size_t capq = 0;
+	size_t capq = 0, visited = 0;
 	while (ncur) {
+		/* Nodes read for the whole batch: at most WALK_TOTAL (a loop
+		 * in a tree meets it in a few levels, where the per-process
+		 * bound alone would take a million nodes per process); those
+		 * still to be read then make their processes partial. */
+		if (visited >= WALK_TOTAL) {
+			for (size_t j = 0; j < ncur; j++)
+				ps[cur[j].pi]->partial |= XB_PP_LINKS;
+			break;
+		}
+		visited += ncur;
 		/* a read per node, then up to two per monitor (its refc
 		 * and its type): 3 per node at most */
 		if (xb_grow((void **)&q, &capq, 3 * ncur, sizeof(*q)) < 0 ||
@@ -533,6 +550,17 @@ static void walk_trees(struct xb_ptab *t, struct xb_proc **ps, const uint8_t *co
 				p->ml_bytes += (uint64_t)osz;
 			}
 			uint64_t kids[2] = { get64(b, ol), get64(b, orr) };
+			/* A tree that loops (the target's memory can be
+			 * anything) would double each level until every
+			 * process of the batch met its bound: hundreds of
+			 * millions of nodes.  A level holds at most
+			 * XB_MAX_ML_WALK (a real tree of a million links is
+			 * half that at its widest); a process whose children
+			 * do not fit is marked partial. */
+			if (nnext + 2 > XB_MAX_ML_WALK) {
+				p->partial |= XB_PP_LINKS;
+				continue;
+			}
 			for (int c = 0; c < 2; c++) {
 				if (!kids[c])
 					continue;
@@ -681,7 +709,7 @@ static void read_memory(struct xb_ptab *t, const uint8_t *b, struct xb_proc *p)
 static void read_names(struct xb_ptab *t, struct xb_proc *v, size_t n)
 {
 	struct xb_vm *vm = t->vm;
-	struct xb_readreq q[2 * BATCH];
+	struct xb_readreq q[3 * BATCH]; /* per process: its MFA, and its name's two words */
 	uint64_t regbuf[BATCH][2];
 	size_t k = 0;
 	int64_t rn = off(t, XB_F_REGPROC_NAME), rp = off(t, XB_F_REGPROC_P);

@@ -1073,6 +1073,38 @@ def test_link_set_past_the_bound_is_marked(target):
         log("; ".join(seen) + "; read in %.1f s" % took)
 
 
+@per_vm(only=["stock"])
+@asan("names of 600 registered processes: the batched reads of names (3 per process; room for 2 was made: "
+      "found by a review)")
+def test_many_registered_processes_named(target):
+    """600 registered processes, hibernated (whole batches of the process
+    table's live slots, 256 processes, where every process has a name and
+    a current function, erlang:hibernate/3, which a process waiting in a
+    receive has not: 3 reads each): every one is shown under its name and
+    in erlang:hibernate/3.  The reads of a batch had room for 2 per
+    process (768 needed, 512 there) and wrote past them, over the names
+    read, on the stack."""
+    n = 600
+    with VM(target) as vm:
+        check(vm.eval("begin [register(list_to_atom(\"xb_reg_\" ++ integer_to_list(I)), "
+                      "spawn(fun() -> erlang:hibernate(timer, sleep, [infinity]) end)) || I <- lists:seq(1, %d)], ok end"
+                      % n) == "ok",
+              "registering failed")
+        pids = dict(l.split() for l in vm.eval_raw(
+            "[io_lib:format(\"~s ~p~n\", [N, whereis(list_to_atom(N))]) || I <- lists:seq(1, %d), "
+            "N <- [\"xb_reg_\" ++ integer_to_list(I)]]" % n).decode().splitlines() if l.startswith("xb_reg_"))
+        check(len(pids) == n, "the VM lists %d of the %d names" % (len(pids), n))
+        rows, r = processes_json(vm)
+        by_pid = {x["pid"]: x for x in rows}
+        wrong = [(name, pid, by_pid.get(pid, {}).get("name"), by_pid.get(pid, {}).get("current_function"))
+                 for name, pid in pids.items() if by_pid.get(pid, {}).get("name") != name or
+                 by_pid[pid].get("current_function") != "erlang:hibernate/3"]
+        check(not wrong, "%d of %d registered processes not shown under their name in erlang:hibernate/3, "
+              "e.g. %s" %
+              (len(wrong), n, wrong[:3]))
+        log("%d registered processes, each under its own name, in erlang:hibernate/3" % n)
+
+
 @per_vm(only=["stock", "otp29-jit-stripped"])
 @asan("bad input")
 def test_unknown_process_name(target):

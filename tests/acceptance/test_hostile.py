@@ -21,6 +21,7 @@ hostile VM:
 """
 
 import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -852,6 +853,39 @@ def test_sigint_within_100ms():
     check(worst[0][0] < limit, "%s %s took %.0f ms to honour %s (%s %s after %.2f s; limit %.0f ms)" %
           (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][6], worst[0][3], worst[0][4], worst[0][5],
            limit * 1000))
+
+
+@asan("a loop in 200 processes' link trees: the walk's budgets")
+def test_link_tree_loop_bounded():
+    """200 processes whose link tree loops (fakebeam 'linkloop': a node that
+    is its own left and right child): erlang-heapsample ends in seconds,
+    within bounded memory, with each of the 200 rows marked partial and
+    <0.5.0> (no links) not.  The walk reads a batch's trees a level at a
+    time: a loop doubles each level, and only the per-process bound (a
+    million nodes) stopped it, 200 million nodes for the batch (over 60 s,
+    growing to gigabytes: found by a review); a level now holds at most a
+    million nodes and a batch reads at most four million."""
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    with Fixture(exe, "jit", "linkloop") as fx:
+        r, rss = measured(HEAP, "--format", "json", "-t", "0", fx.pid, timeout=120)
+        check(r.rc == 0 and within_time(r, 10), "erlang-heapsample on looping link trees: exit %s after %.1f s "
+              "(%s s of CPU)" % (r.rc, r.elapsed, r.cpu_s), r.describe())
+        # a level of a million nodes: some 180 MB of requests and
+        # buffers at most (119 MB seen); the sanitizer's shadow and
+        # quarantine double it
+        limit_kb = 300 * 1024 * (2 if sanitized() else 1)
+        check(rss < limit_kb, "erlang-heapsample on looping link trees: peak RSS %d KB (limit %d)" % (rss, limit_kb))
+        rows = {x["pid"]: x for x in json.loads(r.out)}
+        looped = ["<0.%d.0>" % s for s in range(8, 208)]
+        missing = [p for p in looped if p not in rows]
+        check(not missing, "%d of the 200 processes not shown, e.g. %s" % (len(missing), missing[:3]), r.out[:1000])
+        unmarked = [p for p in looped if rows[p]["partial"] is not True]
+        check(not unmarked, "%d rows of looping trees not marked partial, e.g. %s" % (len(unmarked), unmarked[:3]))
+        check("<0.5.0>" in rows and rows["<0.5.0>"]["partial"] is False and rows["<0.5.0>"]["links"] == 0,
+              "<0.5.0> (no links) not shown as it is", r.out[:1000])
+        log("200 looping link trees: %.1f s (%.1f s of CPU), %d MB, every row marked partial (links counted "
+            "%d..%d)" % (r.elapsed, r.cpu_s, rss // 1024, min(rows[p]["links"] for p in looped),
+                         max(rows[p]["links"] for p in looped)))
 
 
 def test_signal_after_the_failure_is_said():

@@ -283,6 +283,21 @@ static void t_dwarf_validate(void)
 		off[i] = XB_NOFIELD;
 	off[XB_F_PROC_CURRENT] = 472;
 	CHECK(xb_dwarf_validate(off, tab, why, sizeof(why)) == 1, "outside the table's struct size");
+	/* attach.c validates the table merged with the DWARF again: every
+	 * compiled-in table must pass it as it is (nothing dropped) */
+	for (const struct xb_release *const *r = xb_releases; *r; r++)
+		for (int fl = 0; fl < 2; fl++) {
+			memcpy(off, xb_release_flavor(*r, fl ? XB_FLAVOR_JIT : XB_FLAVOR_EMU)->off, sizeof(off));
+			int n = xb_dwarf_validate(off, NULL, why, sizeof(why));
+			CHECK(n == 0, "the table for erts %s (%s) fails the merged check: %d (%s)", (*r)->erts,
+			      fl ? "jit" : "emu", n, why);
+		}
+	/* a DWARF struct size with the table's members: a member past the
+	 * smaller struct is dropped (its buffer is that size) */
+	memcpy(off, xb_release_flavor(xb_releases[0], XB_FLAVOR_JIT)->off, sizeof(off));
+	off[XB_F_PROC_SIZE] = 64;
+	CHECK(xb_dwarf_validate(off, NULL, why, sizeof(why)) > 0 && off[XB_F_PROC_HEAP] == XB_NOFIELD,
+	      "process.heap past a 64-byte struct process kept (%s)", why);
 }
 
 /* ---- code map budgets ---- */
