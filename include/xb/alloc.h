@@ -88,6 +88,11 @@ enum {
  * results say so in ai->note. */
 int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags);
 
+/* The offsets OFF (a release table, or one merged with the target's
+ * DWARF) keep every field xb_alloc_read reads from its copy of an
+ * Allctr_t inside that copy (sums and per-type arrays included). */
+bool xb_alloc_layout_ok(const int64_t *off);
+
 /* erlang:memory(processes) as erl_alloc.c erts_memory() computes it,
  * in parts: eheap_alloc blocks (alcu_size), the process table
  * (erts_ptab_mem_size, given), and the fix_alloc lists of the types PROC,

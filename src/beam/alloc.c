@@ -60,6 +60,38 @@ static int nblocktypes(const struct xb_vm *vm)
 	return n > 0 && n < XB_ALLOC_MAX_TYPES ? (int)n : -1;
 }
 
+/* Every field read from a copy of an Allctr_t (its size's bytes) inside
+ * it, with as many block types as CarriersStats_t holds: the offsets may
+ * come from the target's DWARF, each checked alone against its own
+ * struct (xb_dwarf_validate); these are the sums and the arrays. */
+bool xb_alloc_layout_ok(const int64_t *off)
+{
+	int64_t asz = off[XB_F_ALLCTR_SIZEOF], bs = off[XB_F_BLKSTATS_SIZEOF];
+	int64_t na = bs > 0 ? (off[XB_F_CRRSTATS_SIZE] - off[XB_F_CRRSTATS_BLOCKS]) / bs : 0;
+	if (asz <= 0 || na <= 0 || na >= XB_ALLOC_MAX_TYPES)
+		return false;
+	int64_t sv = off[XB_F_STATVAL_SIZEOF], cs = off[XB_F_CRRSTATS_SIZE];
+	int64_t ncrr = sv > 0 ? (off[XB_F_CRRSTATS_MAX] - off[XB_F_CRRSTATS_CARRIERS]) / sv : 0;
+	if (sv < 16 || off[XB_F_STATVAL_NO] + 8 > sv || off[XB_F_STATVAL_SIZE] + 8 > sv ||
+	    off[XB_F_BLKSTATS_CURR] + sv > off[XB_F_BLKSTATS_SIZEOF] ||
+	    off[XB_F_CRRSTATS_BLOCKS] + na * off[XB_F_BLKSTATS_SIZEOF] > cs ||
+	    off[XB_F_CRRSTATS_MAX] < off[XB_F_CRRSTATS_CARRIERS] ||
+	    off[XB_F_CRRSTATS_CARRIERS] + sv * (ncrr < 8 ? ncrr : 8) > cs ||
+	    off[XB_F_ALLCTR_MBCS] + cs > asz || off[XB_F_ALLCTR_SBCS] + cs > asz)
+		return false;
+	static const enum xb_field words[] = {
+		XB_F_ALLCTR_CPOOL_NO_CARRIERS, XB_F_ALLCTR_CPOOL_CARRIERS_SIZE, XB_F_ALLCTR_FIX,
+		XB_F_ALLCTR_CPOOL_UTIL_LIMIT, XB_F_ALLCTR_ALLOC_NO, XB_F_ALLCTR_NAME_PREFIX, XB_F_ALLCTR_ALLOC_STRAT,
+		XB_F_ALLCTR_MBC_HEADER_SIZE, XB_F_ALLCTR_MBC_LIST, XB_F_ALLCTR_SBC_LIST, XB_F_ALLCTR_CPOOL_SENTINEL,
+	};
+	for (size_t i = 0; i < XB_ARRAY_SIZE(words); i++)
+		if (off[words[i]] + 8 > asz)
+			return false;
+	/* the pool's per-type arrays: na words each */
+	return off[XB_F_ALLCTR_CPOOL_BLOCKS_SIZE] + 8 * na <= asz &&
+	       off[XB_F_ALLCTR_CPOOL_NO_BLOCKS] + 8 * na <= asz;
+}
+
 /* Is the Allctr_t at A the allocator number NO? */
 static bool allctr_is(struct xb_vm *vm, uint64_t a, uint32_t no)
 {
@@ -177,7 +209,8 @@ static void add_stats(struct xb_vm *vm, struct xb_alloc_info *ai, struct xb_allo
 static void add_pool(struct xb_vm *vm, struct xb_alloc_info *ai, struct xb_alloc_type *t, const uint8_t *a,
 		     bool thr_spec)
 {
-	if (o(vm, XB_F_ALLCTR_CPOOL_CARRIERS_SIZE) < 0 || o(vm, XB_F_ALLCTR_CPOOL_BLOCKS_SIZE) < 0)
+	if (o(vm, XB_F_ALLCTR_CPOOL_CARRIERS_SIZE) < 0 || o(vm, XB_F_ALLCTR_CPOOL_BLOCKS_SIZE) < 0 ||
+	    o(vm, XB_F_ALLCTR_CPOOL_NO_BLOCKS) < 0)
 		return;
 	t->pool_carriers += g64(a, o(vm, XB_F_ALLCTR_CPOOL_NO_CARRIERS));
 	t->pool_carriers_bytes += g64(a, o(vm, XB_F_ALLCTR_CPOOL_CARRIERS_SIZE));
@@ -444,6 +477,9 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 		return xb_fail("erts_allctrs_info at 0x%llx (%s) does not look like the allocator table "
 			       "(entries not numbered as their allocators)", (unsigned long long)info, how);
 	size_t asz = (size_t)o(vm, XB_F_ALLCTR_SIZEOF);
+	if (!xb_alloc_layout_ok(vm->off))
+		return xb_fail("implausible Allctr_t layout for erts %s (a field past the struct's %zu bytes); "
+			       "the release table or this beam's DWARF is wrong", vm->erts, asz);
 	uint8_t *a = malloc(asz);
 	if (!a)
 		return xb_fail("out of memory");

@@ -3,6 +3,7 @@
  * terminal-safe messages, perf map escaping, DWARF offset validation and
  * the code map's budgets. */
 #define _GNU_SOURCE
+#include "xb/alloc.h"
 #include "xb/cli.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
@@ -292,6 +293,27 @@ static void t_dwarf_validate(void)
 			CHECK(n == 0, "the table for erts %s (%s) fails the merged check: %d (%s)", (*r)->erts,
 			      fl ? "jit" : "emu", n, why);
 		}
+	/* the allocator layout's sums and arrays inside Allctr_t: every
+	 * table that has one passes; a pool array or the carrier stats
+	 * moved to the struct's end do not */
+	int alloc_tables = 0;
+	for (const struct xb_release *const *r = xb_releases; *r; r++)
+		for (int fl = 0; fl < 2; fl++) {
+			const int64_t *t = xb_release_flavor(*r, fl ? XB_FLAVOR_JIT : XB_FLAVOR_EMU)->off;
+			if (t[XB_F_ALLCTR_SIZEOF] == XB_NOFIELD)
+				continue;
+			alloc_tables++;
+			CHECK(xb_alloc_layout_ok(t), "the table for erts %s (%s): Allctr_t layout refused", (*r)->erts,
+			      fl ? "jit" : "emu");
+			memcpy(off, t, sizeof(off));
+			off[XB_F_ALLCTR_CPOOL_NO_BLOCKS] = off[XB_F_ALLCTR_SIZEOF] - 8;
+			CHECK(!xb_alloc_layout_ok(off), "erts %s: a pool array from the last word of Allctr_t accepted",
+			      (*r)->erts);
+			memcpy(off, t, sizeof(off));
+			off[XB_F_ALLCTR_MBCS] = off[XB_F_ALLCTR_SIZEOF] - 16;
+			CHECK(!xb_alloc_layout_ok(off), "erts %s: carrier stats past Allctr_t accepted", (*r)->erts);
+		}
+	CHECK(alloc_tables >= 3, "only %d tables with an allocator layout", alloc_tables);
 	/* a DWARF struct size with the table's members: a member past the
 	 * smaller struct is dropped (its buffer is that size) */
 	memcpy(off, xb_release_flavor(xb_releases[0], XB_FLAVOR_JIT)->off, sizeof(off));
