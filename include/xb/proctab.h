@@ -63,6 +63,12 @@ struct xb_ptab {
 	bool free_id_data;  /* r.o.free_id_data != NULL (erts_ptab_mem_size) */
 	uint64_t *slots;    /* the slot array as last read */
 	uint32_t nlive;     /* non-empty slots in it */
+	/* Nodes (tree and list nodes, messages, signals, heap fragments)
+	 * the current snapshot (xb_ptab_foreach) or read of one process
+	 * (xb_proc_read) may still read: a loop or a crafted chain in the
+	 * target's memory costs a bounded amount whatever the number of
+	 * processes pointing into it; past it, rows are marked partial. */
+	uint64_t walk_left;
 };
 
 /* What to read beyond the process structure itself. */

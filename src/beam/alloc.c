@@ -315,13 +315,15 @@ struct walk {
 
 static uint64_t resident_bytes(struct walk *w, uint64_t start, uint64_t len, bool *ok)
 {
-	if (w->pagemap < 0 || !len) {
+	/* a carrier of the user address space (below 2^47): a size that
+	 * wraps or passes it is not one, and would wrap the budget's sum */
+	if (w->pagemap < 0 || !len || len > (1ull << 47) || start >= (1ull << 47) || start + len > (1ull << 47)) {
 		*ok = false;
 		return 0;
 	}
 	uint64_t first = start / (uint64_t)w->page, last = (start + len - 1) / (uint64_t)w->page;
 	uint64_t n = last - first + 1, res = 0;
-	if (w->pages_read + n > MAX_PAGEMAP_PAGES) {
+	if (n > MAX_PAGEMAP_PAGES || w->pages_read + n > MAX_PAGEMAP_PAGES || xb_interrupted) {
 		*ok = false;
 		return 0;
 	}

@@ -94,6 +94,14 @@ int xb_vm_atom_raw(struct xb_vm *vm, uint64_t term, char *buf, size_t len, size_
 	return 0;
 }
 
+/* Fibonacci hashing, high bits (the low bits of the product depend on
+ * the key's low bits alone: indices the target's terms choose could all
+ * share one probe run).  CAP is a power of two, at least 1024. */
+static size_t atom_slot(uint64_t key, size_t cap)
+{
+	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
+}
+
 static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *raw, size_t rl);
 
 const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
@@ -103,7 +111,7 @@ const char *xb_vm_atom(struct xb_vm *vm, uint64_t term)
 		return NULL;
 	uint64_t key = xb_atom_index(term) + 1;
 	if (c->cap) {
-		for (size_t i = (key * 0x9E3779B97F4A7C15ull) & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
+		for (size_t i = atom_slot(key, c->cap);; i = (i + 1) & (c->cap - 1)) {
 			if (c->keys[i] == key)
 				return c->vals[i];
 			if (!c->keys[i])
@@ -147,7 +155,7 @@ static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *ra
 		for (size_t i = 0; i < c->cap; i++) {
 			if (!c->keys[i])
 				continue;
-			size_t j = (c->keys[i] * 0x9E3779B97F4A7C15ull) & (ncap - 1);
+			size_t j = atom_slot(c->keys[i], ncap);
 			while (nk[j])
 				j = (j + 1) & (ncap - 1);
 			nk[j] = c->keys[i];
@@ -163,7 +171,7 @@ static const char *atom_cache_put(struct xb_vm *vm, uint64_t key, const char *ra
 	char *v = strdup(quoted);
 	if (!v)
 		return NULL;
-	size_t i = (key * 0x9E3779B97F4A7C15ull) & (c->cap - 1);
+	size_t i = atom_slot(key, c->cap);
 	while (c->keys[i])
 		i = (i + 1) & (c->cap - 1);
 	c->keys[i] = key;

@@ -332,6 +332,7 @@ static bool essential_record(const int64_t *off, const uint8_t *b, size_t len)
 #define ESSENTIAL_PEEK 64           /* bytes of a symfile read to tell */
 #define MAX_ESSENTIAL_ENTRIES 65536 /* what the essentials may add past the budget */
 #define MAX_ESSENTIAL_BYTES (16u << 20) /* one essential record read past the budget */
+#define MAX_ESSENTIAL_TOTAL (64u << 20) /* all of them (a real VM has two, small) */
 
 /* One jit_code_entry's next_entry, symfile_addr and symfile_size: one
  * read of the span that holds them (the chain is walked at every code
@@ -385,6 +386,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	uint32_t seq = 0;
 	struct ivset named = { NULL, 0, 0 };
 	size_t essential_limit = 0;
+	uint64_t essential_bytes = 0; /* read past the budget (records that add no entry count too) */
 	/* Brent's cycle detection: the chain is the VM's memory, and a loop
 	 * in it (corruption, or a hostile process) must end the walk. */
 	uint64_t tortoise = 0, power = 1, lam = 0;
@@ -429,10 +431,12 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 			uint8_t peek[ESSENTIAL_PEEK];
 			size_t pl = size < sizeof(peek) ? (size_t)size : sizeof(peek);
 			if (cm->n >= essential_limit || size > MAX_ESSENTIAL_BYTES ||
+			    essential_bytes + size > MAX_ESSENTIAL_TOTAL ||
 			    xb_read(&vm->mem, addr, peek, pl) < 0 ||
 			    !essential_record(off, peek, pl))
 				continue;
 			cm->essential = true;
+			essential_bytes += size;
 		}
 		cm->bytes_read += size;
 		if (xb_grow((void **)&buf, &bufcap, size ? size : 1, 1) < 0 || xb_read(&vm->mem, addr, buf, size) < 0) {

@@ -129,6 +129,14 @@ struct keyset {
 	size_t cap, n;
 };
 
+/* Fibonacci hashing takes the product's high bits: its low bits depend
+ * on the key's low bits alone, and keys the target chooses (flatmap
+ * keys are any term) that agree there would all share one probe run. */
+static size_t ks_slot(uint64_t a, size_t cap)
+{
+	return (size_t)(((a >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
+}
+
 static unsigned char *ks_find(struct keyset *k, uint64_t a, bool insert)
 {
 	if (insert && (k->n + 1) * 2 > k->cap) {
@@ -143,7 +151,7 @@ static unsigned char *ks_find(struct keyset *k, uint64_t a, bool insert)
 		for (size_t i = 0; i < k->cap; i++) {
 			if (!k->addr[i])
 				continue;
-			size_t j = (k->addr[i] >> 3) * 0x9E3779B97F4A7C15ull & (nc - 1);
+			size_t j = ks_slot(k->addr[i], nc);
 			while (na[j])
 				j = (j + 1) & (nc - 1);
 			na[j] = k->addr[i];
@@ -157,7 +165,7 @@ static unsigned char *ks_find(struct keyset *k, uint64_t a, bool insert)
 	}
 	if (!k->cap)
 		return NULL;
-	size_t j = (a >> 3) * 0x9E3779B97F4A7C15ull & (k->cap - 1);
+	size_t j = ks_slot(a, k->cap);
 	while (k->addr[j]) {
 		if (k->addr[j] == a)
 			return &k->state[j];
@@ -448,12 +456,18 @@ static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area
 		if (xb_read_u64(&vm->mem, f + (uint64_t)onext, &next) < 0 ||
 		    xb_read_u64(&vm->mem, f + (uint64_t)oused, &used) < 0)
 			return xb_fail("cannot read the heap fragments of %s", "the process");
+		/* a fragment is a block of an allocator: 2^40 words is not
+		 * one (and sums of such would wrap to a small total) */
+		if (used > (1ull << 40))
+			return xb_fail("a heap fragment of %llu words: not one the VM keeps", (unsigned long long)used);
 		if (used && n < MAX_AREAS)
 			a[n++] = (struct area){ f + (uint64_t)omem, used, "heap fragment" };
 		f = next;
+		if (xb_interrupted)
+			return xb_fail("interrupted");
 	}
 	for (size_t i = 0; i < n; i++)
-		*total += a[i].words;
+		*total += a[i].words; /* each below 2^61 (a heap is a range of addresses), at most 4096 of them */
 	*na = n;
 	return 0;
 }

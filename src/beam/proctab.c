@@ -294,18 +294,60 @@ static bool same_snapshot(const struct xb_proc *a, const struct xb_proc *b)
 
 /* ---- what erts_process_memory() adds beyond the heaps ---- */
 
+/* Brent's cycle detection over a chain of remote pointers: a chain
+ * that loops (corruption, or a hostile process) is seen within twice its
+ * length, not at a bound of millions of nodes. */
+struct cycle {
+	uint64_t tortoise, power, lam;
+};
+
+static void cycle_init(struct cycle *c, uint64_t first)
+{
+	*c = (struct cycle){ first, 1, 0 };
+}
+
+static bool cycle_seen(struct cycle *c, uint64_t x)
+{
+	if (x == c->tortoise)
+		return true;
+	if (++c->lam == c->power) {
+		c->tortoise = x;
+		c->power *= 2;
+		c->lam = 0;
+	}
+	return false;
+}
+
+/* One more node of the snapshot's budget (t->walk_left); false when it is
+ * spent or ^C came (checked every 4096 nodes). */
+static bool walk_one(struct xb_ptab *t)
+{
+	if (!t->walk_left)
+		return false;
+	t->walk_left--;
+	return (t->walk_left & 4095) || !xb_interrupted;
+}
+
 /* Sum of used_size over a heap fragment chain (erl_message.h
  * erts_used_frag_sz); FIRST_USED/FIRST_NEXT when the first one is
  * already read. */
 static int frag_chain(struct xb_ptab *t, uint64_t next, uint64_t *words)
 {
+	struct cycle c;
+	cycle_init(&c, next);
 	for (int n = 0; next && n < 100000; n++) {
 		uint64_t nx, used;
+		if (!walk_one(t))
+			return xb_fail("the walk's budget is spent");
 		if (xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_NEXT), &nx) < 0 ||
 		    xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_USED_SIZE), &used) < 0)
 			return -1;
+		if (used > (1ull << 40))
+			return xb_fail("a heap fragment of %llu words", (unsigned long long)used);
 		*words += used;
 		next = nx;
+		if (next && cycle_seen(&c, next))
+			return xb_fail("the heap fragment chain loops");
 	}
 	return 0;
 }
@@ -329,8 +371,12 @@ static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, 
 	}
 	uint8_t b[512];
 	uint64_t m = first;
+	struct cycle c;
+	cycle_init(&c, first);
 	while (m) {
-		if (p->msgq_len >= XB_MAX_MSGQ_WALK) {
+		/* every node counts against the budget, signals too (which
+		 * are not messages: msgq_len alone would not bound them) */
+		if (p->msgq_len >= XB_MAX_MSGQ_WALK || !walk_one(t)) {
 			p->partial |= XB_PP_MSGQ;
 			return;
 		}
@@ -382,6 +428,11 @@ static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, 
 			p->msgq_bytes += words * 8;
 		}
 		m = get64(b, onext);
+		if (m && cycle_seen(&c, m)) {
+			/* a queue that loops: not one the VM keeps */
+			p->partial |= XB_PP_UNREADABLE;
+			return;
+		}
 	}
 }
 
@@ -463,6 +514,8 @@ static uint64_t monitor_size(struct xb_ptab *t, uint64_t node, uint16_t offset, 
  * read per level of all the trees (a supervisor with 100,000 links costs
  * some 40 system calls, not 100,000). */
 #define WALK_TOTAL (4 * XB_MAX_ML_WALK) /* tree nodes read per batch of processes */
+#define WALK_SNAPSHOT (32ull * XB_MAX_ML_WALK) /* nodes of every kind per xb_ptab_foreach */
+#define WALK_ONE (8ull * XB_MAX_ML_WALK)       /* ... per xb_proc_read */
 
 struct mlnode {
 	uint64_t addr;
@@ -501,12 +554,13 @@ static void walk_trees(struct xb_ptab *t, struct xb_proc **ps, const uint8_t *co
 		 * in a tree meets it in a few levels, where the per-process
 		 * bound alone would take a million nodes per process); those
 		 * still to be read then make their processes partial. */
-		if (visited >= WALK_TOTAL) {
+		if (visited >= WALK_TOTAL || ncur > t->walk_left || xb_interrupted) {
 			for (size_t j = 0; j < ncur; j++)
 				ps[cur[j].pi]->partial |= XB_PP_LINKS;
 			break;
 		}
 		visited += ncur;
+		t->walk_left -= ncur;
 		/* a read per node, then up to two per monitor (its refc
 		 * and its type): 3 per node at most */
 		if (xb_grow((void **)&q, &capq, 3 * ncur, sizeof(*q)) < 0 ||
@@ -631,10 +685,12 @@ static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
 	bool guessed = false;
 	uint16_t guess = 0;
 	uint64_t n = head;
+	struct cycle c;
+	cycle_init(&c, head);
 	for (uint64_t k = 0;; k++) {
 		uint64_t next;
 		uint16_t o;
-		if (k >= XB_MAX_ML_WALK) {
+		if (k >= XB_MAX_ML_WALK || !walk_one(t)) {
 			p->partial |= XB_PP_LINKS;
 			return;
 		}
@@ -660,6 +716,11 @@ static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
 		}
 		if (!next || next == head)
 			return;
+		if (cycle_seen(&c, next)) {
+			/* a loop that misses the head: not a list the VM keeps */
+			p->partial |= XB_PP_UNREADABLE;
+			return;
+		}
 		n = next;
 	}
 }
@@ -759,7 +820,16 @@ static void wait_gc_done(struct xb_ptab *t, uint32_t slot)
 	}
 }
 
+static int proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc *p);
+
 int xb_proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc *p)
+{
+	t->walk_left = WALK_ONE;
+	return proc_read(t, slot, want, p);
+}
+
+/* (within xb_ptab_foreach: on the snapshot's budget) */
+static int proc_read(struct xb_ptab *t, uint32_t slot, unsigned want, struct xb_proc *p)
 {
 	struct xb_vm *vm = t->vm;
 	size_t psz = (size_t)off(t, XB_F_PROC_SIZE);
@@ -847,6 +917,7 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 	enum snap state[BATCH];
 	int rc = 0;
 	memset(st, 0, sizeof(*st));
+	t->walk_left = WALK_SNAPSHOT;
 	if (!bufa || !bufb || !v || !q) {
 		rc = xb_fail("out of memory");
 		goto out;
@@ -920,7 +991,7 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 			} else {
 				/* once more, alone */
 				struct xb_proc one;
-				if (xb_proc_read(t, slot[i], want, &one) == 0) {
+				if (proc_read(t, slot[i], want, &one) == 0) {
 					v[i] = one;
 				} else {
 					if (strncmp(xb_err(), "gone", 4) == 0)

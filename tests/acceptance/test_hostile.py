@@ -858,7 +858,8 @@ def test_sigint_within_100ms():
 @asan("a loop in 200 processes' link trees: the walk's budgets")
 def test_link_tree_loop_bounded():
     """200 processes whose link tree loops (fakebeam 'linkloop': a node that
-    is its own left and right child): erlang-heapsample ends in seconds,
+    is its own left and right child), one whose signal queue loops and
+    one whose message's fragment chain does: erlang-heapsample ends in seconds,
     within bounded memory, with each of the 200 rows marked partial and
     <0.5.0> (no links) not.  The walk reads a batch's trees a level at a
     time: a loop doubles each level, and only the per-process bound (a
@@ -883,6 +884,14 @@ def test_link_tree_loop_bounded():
         check(not unmarked, "%d rows of looping trees not marked partial, e.g. %s" % (len(unmarked), unmarked[:3]))
         check("<0.5.0>" in rows and rows["<0.5.0>"]["partial"] is False and rows["<0.5.0>"]["links"] == 0,
               "<0.5.0> (no links) not shown as it is", r.out[:1000])
+        # a signal that is its own next (not a message: the bound on
+        # messages never met it, and the tool never ended, deaf to ^C)
+        # and a message whose fragment chain loops: seen as loops
+        for pid, what in (("<0.300.0>", "signal queue"), ("<0.301.0>", "message fragment chain")):
+            check(pid in rows and rows[pid]["partial"] is True, "%s (its %s loops) not marked partial" % (pid, what),
+                  r.out[:1000])
+        check(rows["<0.301.0>"]["message_queue_len"] == 1, "<0.301.0>: %d messages, 1 queued"
+              % rows["<0.301.0>"]["message_queue_len"])
         log("200 looping link trees: %.1f s (%.1f s of CPU), %d MB, every row marked partial (links counted "
             "%d..%d)" % (r.elapsed, r.cpu_s, rss // 1024, min(rows[p]["links"] for p in looped),
                          max(rows[p]["links"] for p in looped)))
