@@ -14,6 +14,32 @@
 
 #define XB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Brent's cycle detection over a chain of remote pointers (signal queues,
+ * heap fragments, monitor lists, the JIT registration chain): a chain that
+ * loops (corruption, or a hostile process) is seen within twice its length,
+ * not at a bound of millions of nodes.  Start with the chain's first node,
+ * then pass every later node to xb_cycle_seen. */
+struct xb_cycle {
+	uint64_t tortoise, power, lam;
+};
+
+static inline void xb_cycle_init(struct xb_cycle *c, uint64_t first)
+{
+	*c = (struct xb_cycle){ first, 1, 0 };
+}
+
+static inline bool xb_cycle_seen(struct xb_cycle *c, uint64_t x)
+{
+	if (x == c->tortoise)
+		return true;
+	if (++c->lam == c->power) {
+		c->tortoise = x;
+		c->power *= 2;
+		c->lam = 0;
+	}
+	return false;
+}
+
 #if defined(__GNUC__)
 #define XB_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else

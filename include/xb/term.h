@@ -22,6 +22,11 @@ static inline uint64_t xb_atom_index(uint64_t t) { return t >> 6; }
 static inline bool xb_is_small(uint64_t t) { return (t & XB_TAG_IMMED1_MASK) == XB_TAG_IMMED1_SMALL; }
 static inline int64_t xb_small_value(uint64_t t) { return (int64_t)t >> 4; }
 static inline bool xb_is_pid(uint64_t t) { return (t & XB_TAG_IMMED1_MASK) == XB_TAG_IMMED1_PID; }
+/* The most words one heap, old heap or heap fragment can plausibly hold
+ * (8 TiB): a larger size read from a process struct or an ErlHeapFragment
+ * is a torn or hostile read, and sums of such would wrap. */
+#define XB_MAX_HEAP_WORDS (1ull << 40)
+
 /* NIL: erl_term.h, (0x3 << _TAG_IMMED1_SIZE) | _TAG_IMMED1_IMMED2 (OTP 25-29). */
 #define XB_NIL ((uint64_t)0x3b)
 

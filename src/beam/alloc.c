@@ -54,9 +54,13 @@ static const enum xb_field needed[] = {
 
 /* ---- finding erts_allctrs_info (erl_alloc.c) ---- */
 
-static int nblocktypes(const struct xb_vm *vm)
+/* ERTS_ALC_A_COUNT: the BlockStats_t entries CarriersStats_t holds after
+ * its blocks field (erl_alloc_util.h), or -1 when the offsets say none or
+ * more than we keep. */
+static int nblocktypes(const int64_t *off)
 {
-	int64_t n = (o(vm, XB_F_CRRSTATS_SIZE) - o(vm, XB_F_CRRSTATS_BLOCKS)) / o(vm, XB_F_BLKSTATS_SIZEOF);
+	int64_t bs = off[XB_F_BLKSTATS_SIZEOF];
+	int64_t n = bs > 0 ? (off[XB_F_CRRSTATS_SIZE] - off[XB_F_CRRSTATS_BLOCKS]) / bs : 0;
 	return n > 0 && n < XB_ALLOC_MAX_TYPES ? (int)n : -1;
 }
 
@@ -66,9 +70,8 @@ static int nblocktypes(const struct xb_vm *vm)
  * struct (xb_dwarf_validate); these are the sums and the arrays. */
 bool xb_alloc_layout_ok(const int64_t *off)
 {
-	int64_t asz = off[XB_F_ALLCTR_SIZEOF], bs = off[XB_F_BLKSTATS_SIZEOF];
-	int64_t na = bs > 0 ? (off[XB_F_CRRSTATS_SIZE] - off[XB_F_CRRSTATS_BLOCKS]) / bs : 0;
-	if (asz <= 0 || na <= 0 || na >= XB_ALLOC_MAX_TYPES)
+	int64_t asz = off[XB_F_ALLCTR_SIZEOF], na = nblocktypes(off);
+	if (asz <= 0 || na <= 0)
 		return false;
 	int64_t sv = off[XB_F_STATVAL_SIZEOF], cs = off[XB_F_CRRSTATS_SIZE];
 	int64_t ncrr = sv > 0 ? (off[XB_F_CRRSTATS_MAX] - off[XB_F_CRRSTATS_CARRIERS]) / sv : 0;
@@ -240,7 +243,7 @@ static void add_fix(struct xb_vm *vm, struct xb_alloc_info *ai, const uint8_t *a
 	enum xb_field used_f[] = { XB_F_FIXLIST_TYPE, XB_F_FIXLIST_TYPE_SIZE,
 				   cpool ? XB_F_FIXLIST_CPOOL_ALLOCATED : XB_F_FIXLIST_NOCPOOL_ALLOCATED,
 				   cpool ? XB_F_FIXLIST_CPOOL_USED : XB_F_FIXLIST_NOCPOOL_USED };
-	for (size_t i = 0; i < sizeof(used_f) / sizeof(used_f[0]); i++)
+	for (size_t i = 0; i < XB_ARRAY_SIZE(used_f); i++)
 		if (o(vm, used_f[i]) + (i == 0 ? 4 : 8) > es)
 			return;
 	uint8_t buf[64 * 128];
@@ -455,7 +458,7 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 			return xb_fail("cannot read the allocators of this VM (OTP %s, erts %s): the release "
 				       "table has no %s (%s)", vm->otp[0] ? vm->otp : "?", vm->erts,
 				       xb_field_name(needed[i]), xb_field_specs[needed[i]].source);
-	int na = nblocktypes(vm);
+	int na = nblocktypes(vm->off);
 	if (na < 0)
 		return xb_fail("implausible CarriersStats_t layout in the release table");
 	ai->nblocktypes = na;

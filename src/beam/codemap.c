@@ -387,23 +387,19 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	struct ivset named = { NULL, 0, 0 };
 	size_t essential_limit = 0;
 	uint64_t essential_bytes = 0; /* read past the budget (records that add no entry count too) */
-	/* Brent's cycle detection: the chain is the VM's memory, and a loop
-	 * in it (corruption, or a hostile process) must end the walk. */
-	uint64_t tortoise = 0, power = 1, lam = 0;
+	/* the chain is the VM's memory, and a loop in it (corruption, or a
+	 * hostile process) must end the walk */
+	struct xb_cycle cyc;
+	xb_cycle_init(&cyc, entry);
 	for (; entry; seq++) {
 		if (xb_interrupted) {
 			free(buf);
 			free(named.v);
 			return xb_fail("interrupted");
 		}
-		if (seq && entry == tortoise) {
+		if (seq && xb_cycle_seen(&cyc, entry)) {
 			xb_overrun(XB_OVR_JIT_CYCLE, "the JIT registration chain loops after %u entries", seq);
 			break;
-		}
-		if (++lam == power) {
-			tortoise = entry;
-			power <<= 1;
-			lam = 0;
 		}
 		if (seq >= XB_CODEMAP_MAX_JIT_CHAIN) {
 			xb_overrun(XB_OVR_JIT_CHAIN, "the JIT registration chain has more than %u entries",

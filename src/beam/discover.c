@@ -109,16 +109,13 @@ static bool jit_desc_ok(struct xb_vm *vm, const uint8_t *at, size_t room)
 	memcpy(&first, at + o[XB_F_JITDESC_FIRST_ENTRY], 8);
 	if (version != 1 || action > 3 || !is_ptr(vm, first))
 		return false;
-	uint64_t e = first, tortoise = 0, power = 1, lam = 0;
+	uint64_t e = first;
+	struct xb_cycle cyc;
+	xb_cycle_init(&cyc, first);
 	bool emulator = false;
 	for (int k = 0; e && k < MAX_JIT_CHAIN; k++) {
-		if ((k && e == tortoise) || out_of_effort(vm))
+		if ((k && xb_cycle_seen(&cyc, e)) || out_of_effort(vm))
 			return false; /* a loop is no registration chain */
-		if (++lam == power) {
-			tortoise = e;
-			power <<= 1;
-			lam = 0;
-		}
 		uint64_t next, sym, size;
 		uint32_t header;
 		if (xb_read_u64(&vm->mem, e + (uint64_t)o[XB_F_JITENTRY_NEXT], &next) < 0 ||

@@ -456,9 +456,10 @@ static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area
 		if (xb_read_u64(&vm->mem, f + (uint64_t)onext, &next) < 0 ||
 		    xb_read_u64(&vm->mem, f + (uint64_t)oused, &used) < 0)
 			return xb_fail("cannot read the heap fragments of %s", "the process");
-		/* a fragment is a block of an allocator: 2^40 words is not
-		 * one (and sums of such would wrap to a small total) */
-		if (used > (1ull << 40))
+		/* a fragment is a block of an allocator: more than
+		 * XB_MAX_HEAP_WORDS is not one (and sums of such would wrap
+		 * to a small total) */
+		if (used > XB_MAX_HEAP_WORDS)
 			return xb_fail("a heap fragment of %llu words: not one the VM keeps", (unsigned long long)used);
 		if (used && n < MAX_AREAS)
 			a[n++] = (struct area){ f + (uint64_t)omem, used, "heap fragment" };

@@ -267,7 +267,7 @@ static bool parse(struct xb_ptab *t, uint32_t slot, uint64_t addr, const uint8_t
 	p->reds = get64(b, off(t, XB_F_PROC_REDS));
 	/* Ordered heap pointers, sane sizes.  htop and stop are stale while
 	 * the process runs but stay inside its heap until it collects. */
-	const uint64_t lim = 1ull << 40; /* words: 8 TiB */
+	const uint64_t lim = XB_MAX_HEAP_WORDS;
 	bool ok = p->heap && p->heap % 8 == 0 && p->heap < p->hend && p->heap_sz && p->heap_sz < lim &&
 		  p->mbuf_sz < lim && p->vheap_words < (1ull << 56) &&
 		  (p->abandoned_heap || p->heap_sz == (p->hend - p->heap) / 8) &&
@@ -294,30 +294,6 @@ static bool same_snapshot(const struct xb_proc *a, const struct xb_proc *b)
 
 /* ---- what erts_process_memory() adds beyond the heaps ---- */
 
-/* Brent's cycle detection over a chain of remote pointers: a chain
- * that loops (corruption, or a hostile process) is seen within twice its
- * length, not at a bound of millions of nodes. */
-struct cycle {
-	uint64_t tortoise, power, lam;
-};
-
-static void cycle_init(struct cycle *c, uint64_t first)
-{
-	*c = (struct cycle){ first, 1, 0 };
-}
-
-static bool cycle_seen(struct cycle *c, uint64_t x)
-{
-	if (x == c->tortoise)
-		return true;
-	if (++c->lam == c->power) {
-		c->tortoise = x;
-		c->power *= 2;
-		c->lam = 0;
-	}
-	return false;
-}
-
 /* One more node of the snapshot's budget (t->walk_left); false when it is
  * spent or ^C came (checked every 4096 nodes). */
 static bool walk_one(struct xb_ptab *t)
@@ -333,8 +309,8 @@ static bool walk_one(struct xb_ptab *t)
  * already read. */
 static int frag_chain(struct xb_ptab *t, uint64_t next, uint64_t *words)
 {
-	struct cycle c;
-	cycle_init(&c, next);
+	struct xb_cycle c;
+	xb_cycle_init(&c, next);
 	for (int n = 0; next && n < 100000; n++) {
 		uint64_t nx, used;
 		if (!walk_one(t))
@@ -342,11 +318,11 @@ static int frag_chain(struct xb_ptab *t, uint64_t next, uint64_t *words)
 		if (xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_NEXT), &nx) < 0 ||
 		    xb_read_u64(&t->vm->mem, next + (uint64_t)off(t, XB_F_HFRAG_USED_SIZE), &used) < 0)
 			return -1;
-		if (used > (1ull << 40))
+		if (used > XB_MAX_HEAP_WORDS)
 			return xb_fail("a heap fragment of %llu words", (unsigned long long)used);
 		*words += used;
 		next = nx;
-		if (next && cycle_seen(&c, next))
+		if (next && xb_cycle_seen(&c, next))
 			return xb_fail("the heap fragment chain loops");
 	}
 	return 0;
@@ -371,8 +347,8 @@ static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, 
 	}
 	uint8_t b[512];
 	uint64_t m = first;
-	struct cycle c;
-	cycle_init(&c, first);
+	struct xb_cycle c;
+	xb_cycle_init(&c, first);
 	while (m) {
 		/* every node counts against the budget, signals too (which
 		 * are not messages: msgq_len alone would not bound them) */
@@ -428,7 +404,7 @@ static void walk_queue(struct xb_ptab *t, uint64_t first, enum queue_kind kind, 
 			p->msgq_bytes += words * 8;
 		}
 		m = get64(b, onext);
-		if (m && cycle_seen(&c, m)) {
+		if (m && xb_cycle_seen(&c, m)) {
 			/* a queue that loops: not one the VM keeps */
 			p->partial |= XB_PP_UNREADABLE;
 			return;
@@ -685,8 +661,8 @@ static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
 	bool guessed = false;
 	uint16_t guess = 0;
 	uint64_t n = head;
-	struct cycle c;
-	cycle_init(&c, head);
+	struct xb_cycle c;
+	xb_cycle_init(&c, head);
 	for (uint64_t k = 0;; k++) {
 		uint64_t next;
 		uint16_t o;
@@ -716,7 +692,7 @@ static void walk_list(struct xb_ptab *t, uint64_t head, struct xb_proc *p)
 		}
 		if (!next || next == head)
 			return;
-		if (cycle_seen(&c, next)) {
+		if (xb_cycle_seen(&c, next)) {
 			/* a loop that misses the head: not a list the VM keeps */
 			p->partial |= XB_PP_UNREADABLE;
 			return;

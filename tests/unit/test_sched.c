@@ -488,6 +488,11 @@ static void *sleeper(void *arg)
 		CPU_SET((int)ncpu - 1, &set);
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
+	/* and SCHED_FIFO: on a saturated machine a normal thread waking
+	 * from its 20 ms naps waits behind the busy loops, runnable ('R'),
+	 * and a poll that sees it so rightly restarts its quiet time */
+	struct sched_param sp = { .sched_priority = 1 };
+	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
 	sleeper_tid = (int)syscall(SYS_gettid);
 	while (!spin_stop) {
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -529,6 +534,24 @@ static void t_asleep_not_starved(void)
 	pthread_create(&hg, NULL, hog, &ms);
 	while (!hog_ready)
 		usleep(1000);
+	/* The poller runs as SCHED_FIFO too, on the sleeper's CPU: on a
+	 * saturated machine (busy loops outside, the soak) a normal thread
+	 * waking every 5 ms got 6 polls in 250 ms; sleeping between polls,
+	 * it leaves the sleeper its CPU. */
+	cpu_set_t old_set;
+	int old_policy;
+	struct sched_param old_sp;
+	pthread_getaffinity_np(pthread_self(), sizeof(old_set), &old_set);
+	pthread_getschedparam(pthread_self(), &old_policy, &old_sp);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > 1) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)ncpu - 1, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	struct sched_param fifo = { .sched_priority = 1 };
+	pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo);
 	bool spin_asleep = false, sleep_asleep = false;
 	uint64_t polls = 0;
 	while (hog_ready == 1 && xb_now_ns() - t0 < (ms - 20) * 1000000ull) {
@@ -538,6 +561,8 @@ static void t_asleep_not_starved(void)
 		polls++;
 		usleep(5000);
 	}
+	pthread_setschedparam(pthread_self(), old_policy, &old_sp);
+	pthread_setaffinity_np(pthread_self(), sizeof(old_set), &old_set);
 	pthread_join(hg, NULL);
 	spin_stop = 1;
 	pthread_join(sp, NULL);
