@@ -224,7 +224,7 @@ def test_symtab_only_beam(target):
               "the idle stacks", idle)
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
-        clock = SplitClock(vm, nominal=75)
+        clock = SplitClock(vm, nominal=75, cpu=t)
         r = sample(vm, "-d", "4", "-v")
         truth = clock.share()
         check("debug info symtab" in r.err, "-v does not say 'debug info symtab'", r.err)
@@ -253,7 +253,7 @@ def test_dwarf_path_for_unknown_release(target):
             problems.append("--check does not name the release found (%s)" % t.erts)
         vm.eval("xb_split:start(75), xb_deep:start()")
         wait_running(vm, "xb_split")
-        clock = SplitClock(vm, nominal=75)
+        clock = SplitClock(vm, nominal=75, cpu=t)
         r = sample(vm, "-d", "4", "-v")
         truth = clock.share()
         t2 = parse_table(r.out, allow_no_rows=True)
@@ -1137,7 +1137,7 @@ def test_perf_names_jit_code_with_our_map(target):
             r = run_tool(PERFMAP, vm.pid, timeout=60)
             check(r.rc == 0 and os.path.exists(path), "no map written", r.describe())
             data = os.path.join(tmpdir(), "perf.data")
-            clock = SplitClock(vm, nominal=80)
+            clock = SplitClock(vm, nominal=80, cpu=target)
             r = run_cmd([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "-p", str(vm.pid),
                          "-o", data, "--", "sleep", "2"], timeout=60)
             truth = clock.share() / 100

@@ -35,7 +35,7 @@ def test_known_split(target):
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
         for attempt, secs in enumerate((4, 8)):
-            clock = SplitClock(vm, nominal=75)
+            clock = SplitClock(vm, nominal=75, cpu=target)
             r = sample(vm, "-d", str(secs), "-t", "100", "-v")
             truth = clock.share()
             processed, received, rows = parse_table(r.out)

@@ -60,7 +60,7 @@ def test_split_ratio_seen_by_perf(target):
             vm.start_workload("xb_split", 80)
             wait_running(vm, "xb_split")
             data = os.path.join(tmpdir(), "perf.data")
-            clock = SplitClock(vm, nominal=80)
+            clock = SplitClock(vm, nominal=80, cpu=target)
             r = run_cmd([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "-p", str(vm.pid),
                          "-o", data, "--", "sleep", "2"], timeout=30)
             truth = clock.share() / 100
