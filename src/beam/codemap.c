@@ -868,9 +868,13 @@ int xb_codemap_parse_symfile_lines(const int64_t *off, const uint8_t *buf, size_
 			uint64_t addr = base + start;
 			if (l == 0 && addr < fstart) {
 				/* ... and the copy listed at the end of the previous
-				 * function names no code of it (alignment there) */
-				for (size_t k = lm->n; k > 0 && lm->v[k - 1].addr == addr; k--)
-					lm->v[k - 1].line = 0;
+				 * function names no code of it (alignment there)
+				 * (sort_lines keeps only the last record of an
+				 * address: unnaming that one is enough, and stays
+				 * O(1) when a hostile symfile lists one address
+				 * again and again) */
+				if (lm->n && lm->v[lm->n - 1].addr == addr)
+					lm->v[lm->n - 1].line = 0;
 				addr = fstart;
 			}
 			if (addr < lm->start || addr >= lm->end || fnl == 0)

@@ -139,6 +139,66 @@ static void t_symfile_lines(void)
 	xb_linemod_free(&lm2);
 }
 
+/* A hostile symfile: N functions whose first line record lies before
+ * them (at 0x50, moved to their start 0x100: outside the module, so not
+ * kept), each but the last listing 0x50 once more.  Every first record
+ * unnames the copy of its address before it; a sweep back over all the
+ * records at that address is N^2/2 steps (8 * 10^10 here: the case does
+ * not end, and run.py's timeout fails it).  What it must give: 0x50,
+ * unnamed (by the last function's first record). */
+static void t_symfile_lines_one_address_many_times(void)
+{
+	const struct xb_release *r = xb_release_find("13.1.5");
+	CHECK(r != NULL, "no table for erts 13.1.5");
+	if (!r)
+		return;
+	const int64_t *off = r->jit.off;
+	const uint32_t nf = 400000;
+	const char *name = "m:f/1";
+	uint16_t nl = 6, fl = 2;
+	size_t per = (size_t)off[XB_F_RANGEINFO_SIZE] + nl + 2 * ((size_t)off[XB_F_LINEINFO_SIZE] + fl);
+	size_t hdr = (size_t)off[XB_F_DBGINFO_SIZE] + 2;
+	size_t len = hdr + nf * per + 64;
+	uint8_t *buf = calloc(1, len);
+	CHECK(buf != NULL, "out of memory");
+	if (!buf)
+		return;
+	uint64_t base = 0x7f0000000000ull;
+	uint32_t one = 1;
+	uint16_t ml = 2;
+	memcpy(buf, &one, 4);
+	memcpy(buf + off[XB_F_DBGINFO_PAYLOAD] + off[XB_F_MODINFO_BASE_ADDRESS], &base, 8);
+	memcpy(buf + off[XB_F_DBGINFO_PAYLOAD] + off[XB_F_MODINFO_RANGE_COUNT], &nf, 4);
+	memcpy(buf + off[XB_F_DBGINFO_PAYLOAD] + off[XB_F_MODINFO_NAME_LENGTH], &ml, 2);
+	memcpy(buf + off[XB_F_DBGINFO_PAYLOAD] + off[XB_F_MODINFO_NAME], "m", 2);
+	size_t p = hdr;
+	for (uint32_t i = 0; i < nf; i++) {
+		uint32_t s = 0x100, e = 0x200, n = i + 1 < nf ? 2 : 1, at = 0x50, line = i + 1;
+		memcpy(buf + p + off[XB_F_RANGEINFO_START], &s, 4);
+		memcpy(buf + p + off[XB_F_RANGEINFO_END], &e, 4);
+		memcpy(buf + p + off[XB_F_RANGEINFO_LINE_COUNT], &n, 4);
+		memcpy(buf + p + off[XB_F_RANGEINFO_NAME_LENGTH], &nl, 2);
+		memcpy(buf + p + off[XB_F_RANGEINFO_NAME], name, nl);
+		p += (size_t)off[XB_F_RANGEINFO_SIZE] + nl;
+		for (uint32_t l = 0; l < n; l++) {
+			memcpy(buf + p + off[XB_F_LINEINFO_START], &at, 4);
+			memcpy(buf + p + off[XB_F_LINEINFO_LINE], &line, 4);
+			memcpy(buf + p + off[XB_F_LINEINFO_FILE_LENGTH], &fl, 2);
+			memcpy(buf + p + off[XB_F_LINEINFO_FILE], "m", fl);
+			p += (size_t)off[XB_F_LINEINFO_SIZE] + fl;
+		}
+	}
+	struct xb_linemod lm = { .start = base, .end = base + 0x100 };
+	CHECK(xb_codemap_parse_symfile_lines(off, buf, p, &lm) == 0, "parse: %s", xb_err());
+	/* sorted and merged: one record per address, the last listed */
+	CHECK(lm.n == 1, "%zu lines", lm.n);
+	if (lm.n == 1)
+		CHECK(lm.v[0].addr == base + 0x50 && lm.v[0].line == 0, "+%llx %u",
+		      (unsigned long long)(lm.v[0].addr - base), lm.v[0].line);
+	xb_linemod_free(&lm);
+	free(buf);
+}
+
 static void t_symbolize(void)
 {
 	struct xb_codemap cm = { 0 };
@@ -187,4 +247,5 @@ void names_cases(void)
 	run_case("elixir_name", t_elixir_name);
 	run_case("blame_match_spellings", t_blame_match_spellings);
 	run_case("symfile_lines", t_symfile_lines);
+	run_case("symfile_lines_one_address_many_times", t_symfile_lines_one_address_many_times);
 }
