@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "xb/codemap.h"
 #include "xb/common.h"
+#include "xb/ivset.h"
 #include "xb/term.h"
 
 #include <stdlib.h>
@@ -257,58 +258,6 @@ static int cmp_linemod(const void *a, const void *b)
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Code ranges already named by newer registrations: sorted, merged. */
-struct ivset {
-	uint64_t (*v)[2];
-	size_t n, cap;
-};
-
-/* The last interval starting at or below ADDR, or n. */
-static size_t iv_at(const struct ivset *s, uint64_t addr)
-{
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->v[mid][0] <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? lo - 1 : s->n;
-}
-
-static bool iv_covers(const struct ivset *s, uint64_t lo, uint64_t hi)
-{
-	size_t i = iv_at(s, lo);
-	return i < s->n && s->v[i][1] >= hi;
-}
-
-static int iv_add(struct ivset *s, uint64_t lo, uint64_t hi)
-{
-	size_t i = iv_at(s, lo);
-	/* merge with the one before when it reaches LO */
-	if (i < s->n && s->v[i][1] >= lo) {
-		if (s->v[i][1] < hi)
-			s->v[i][1] = hi;
-	} else {
-		if (xb_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
-			return -1;
-		i = i < s->n ? i + 1 : 0;
-		memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
-		s->v[i][0] = lo;
-		s->v[i][1] = hi;
-		s->n++;
-	}
-	/* and with those after it that it now reaches */
-	while (i + 1 < s->n && s->v[i + 1][0] <= s->v[i][1]) {
-		if (s->v[i + 1][1] > s->v[i][1])
-			s->v[i][1] = s->v[i + 1][1];
-		memmove(&s->v[i + 1], &s->v[i + 2], (s->n - i - 2) * sizeof(*s->v));
-		s->n--;
-	}
-	return 0;
-}
-
 /* Past the budget, the registrations every sample may need are still
  * read: the emulator record and the shared code ("global::FRAGMENT",
  * global::process_main), registered first and so last in the chain.
@@ -384,7 +333,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
 	uint32_t seq = 0;
-	struct ivset named = { NULL, 0, 0 };
+	struct xb_ivset named = { 0 };
 	size_t essential_limit = 0;
 	uint64_t essential_bytes = 0; /* read past the budget (records that add no entry count too) */
 	/* the chain is the VM's memory, and a loop in it (corruption, or a
@@ -394,7 +343,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	for (; entry; seq++) {
 		if (xb_interrupted) {
 			free(buf);
-			free(named.v);
+			xb_ivset_free(&named);
 			return xb_fail("interrupted");
 		}
 		if (seq && xb_cycle_seen(&cyc, entry)) {
@@ -457,7 +406,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 				lo = cm->v[i].start < lo ? cm->v[i].start : lo;
 				hi = cm->v[i].end > hi ? cm->v[i].end : hi;
 			}
-			if (iv_covers(&named, lo, hi)) {
+			if (xb_ivset_covers(&named, lo, hi)) {
 				/* an older load of code whose memory newer
 				 * registrations name (the JIT never unregisters):
 				 * it costs none of the budget */
@@ -468,12 +417,12 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 				continue;
 			}
 			/* Its lines are read from the symfile again if wanted. */
-			if (iv_add(&named, lo, hi) < 0 || add_linemod(cm, lo, hi, addr, size, seq) < 0)
+			if (xb_ivset_add(&named, lo, hi) < 0 || add_linemod(cm, lo, hi, addr, size, seq) < 0)
 				goto fail;
 		}
 	}
 	free(buf);
-	free(named.v);
+	xb_ivset_free(&named);
 	if (xb_interrupted)
 		return xb_fail("interrupted"); /* not worth sorting */
 	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
@@ -482,7 +431,7 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	return 0;
 fail:
 	free(buf);
-	free(named.v);
+	xb_ivset_free(&named);
 	return -1;
 }
 

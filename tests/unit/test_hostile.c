@@ -8,6 +8,7 @@
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/dwarf_layout.h"
+#include "xb/ivset.h"
 #include "xb/perfmap.h"
 #include "xb/release.h"
 #include "xb/safefile.h"
@@ -338,6 +339,98 @@ static void t_codemap_budget(void)
 	xb_codemap_free(&cm);
 }
 
+/* ---- the code map's set of named ranges (ivset.c) ---- */
+
+/* Against a bitmap of [0, 4096): random ranges added (past several merges
+ * of the pending ones), random ranges asked, the answer of the bitmap
+ * (a range is covered when every address of it is in the set; an empty
+ * one when its address is in a range or at a range's end). */
+static void t_ivset_model(void)
+{
+	enum { SPACE = 4096 };
+	static bool in[SPACE + 1];
+	static bool at_end[SPACE + 1];
+	memset(in, 0, sizeof(in));
+	memset(at_end, 0, sizeof(at_end));
+	struct xb_ivset s = { 0 };
+	unsigned seed = 12345;
+	int wrong = 0;
+	for (long round = 0; round < 3L * XB_IVSET_PENDING && wrong < 5; round++) {
+		uint64_t lo = (uint64_t)(rand_r(&seed) % SPACE), len = (uint64_t)(rand_r(&seed) % 8);
+		uint64_t hi = lo + len > SPACE ? SPACE : lo + len;
+		if (xb_ivset_add(&s, lo, hi) < 0) {
+			CHECK(0, "add: %s", xb_err());
+			break;
+		}
+		for (uint64_t a = lo; a < hi; a++)
+			in[a] = true;
+		at_end[lo] = at_end[hi] = true; /* the ends of a range, empty or not */
+		for (int q = 0; q < 8; q++) {
+			uint64_t qlo = (uint64_t)(rand_r(&seed) % SPACE), qlen = (uint64_t)(rand_r(&seed) % 24);
+			uint64_t qhi = qlo + qlen > SPACE ? SPACE : qlo + qlen;
+			bool want = true;
+			for (uint64_t a = qlo; a < qhi; a++)
+				want &= in[a];
+			if (qlo == qhi)
+				want = in[qlo] || at_end[qlo] || (qlo && in[qlo - 1]);
+			bool got = xb_ivset_covers(&s, qlo, qhi);
+			if (got != want) {
+				CHECK(0, "after %ld additions: [%llu, %llu) covered %d, the bitmap says %d", round + 1,
+				      (unsigned long long)qlo, (unsigned long long)qhi, got, want);
+				wrong++;
+			}
+		}
+	}
+	/* merged: no two ranges touch */
+	for (size_t i = 1; i < s.n; i++)
+		CHECK(s.v[i - 1][1] < s.v[i][0], "ranges %zu and %zu touch", i - 1, i);
+	xb_ivset_free(&s);
+	/* a range covered by one merged and one pending range together:
+	 * [100, 110) merged in with XB_IVSET_PENDING - 1 others, then
+	 * [110, 120) and [120, 130) pending */
+	struct xb_ivset t = { 0 };
+	xb_ivset_add(&t, 100, 110);
+	for (uint64_t i = 1; i < XB_IVSET_PENDING; i++)
+		xb_ivset_add(&t, 1000 + 10 * i, 1005 + 10 * i);
+	CHECK(t.np == 0 && t.n == XB_IVSET_PENDING, "%zu merged, %zu pending", t.n, t.np);
+	xb_ivset_add(&t, 120, 130);
+	xb_ivset_add(&t, 110, 120);
+	CHECK(xb_ivset_covers(&t, 105, 125), "[105, 125) across a merged and a pending range");
+	CHECK(xb_ivset_covers(&t, 100, 130), "[100, 130)");
+	CHECK(!xb_ivset_covers(&t, 100, 131), "[100, 131)");
+	xb_ivset_free(&t);
+}
+
+/* 100,000 ranges, each below the last (a VM that loads modules at rising
+ * addresses, seen through a newest-first chain): with one sorted array,
+ * each is a memmove of all before it, n^2/2 = 5 * 10^9 ranges moved in
+ * all (2 * 10^12 bytes for the 512 Ki ranges a code map may name: minutes);
+ * the set moves about 6 * 10^7. */
+static void t_ivset_front_inserts(void)
+{
+	struct xb_ivset s = { 0 };
+	const uint64_t n = 100000;
+	for (uint64_t i = n; i-- > 0;)
+		if (xb_ivset_add(&s, 0x10000 + i * 64, 0x10000 + i * 64 + 32) < 0) {
+			CHECK(0, "add: %s", xb_err());
+			break;
+		}
+	CHECK(s.n + s.np == n, "%zu + %zu ranges for %llu apart", s.n, s.np, (unsigned long long)n);
+	/* each addition moves half the pending array; each of the n / P
+	 * merges moves both arrays twice: about n * P / 2 + n^2 / P, 607
+	 * per range here (P = 1024); one array: n / 2 = 50,000 per range */
+	const uint64_t bound = n * 1000;
+	CHECK(s.moved <= bound, "%llu ranges moved to add %llu (bound %llu): quadratic",
+	      (unsigned long long)s.moved, (unsigned long long)n, (unsigned long long)bound);
+	CHECK(xb_ivset_covers(&s, 0x10000 + 1234 * 64, 0x10000 + 1234 * 64 + 32), "a range added");
+	CHECK(!xb_ivset_covers(&s, 0x10000 + 1234 * 64, 0x10000 + 1234 * 64 + 33), "past its end");
+	CHECK(!xb_ivset_covers(&s, 0x10000 + 1234 * 64 + 32, 0x10000 + 1235 * 64), "the gap");
+	/* and one that spans them all merges them into one */
+	CHECK(xb_ivset_add(&s, 0x10000, 0x10000 + n * 64) == 0, "add");
+	CHECK(xb_ivset_covers(&s, 0x10000, 0x10000 + n * 64), "the whole");
+	xb_ivset_free(&s);
+}
+
 /* ---- the stack copy's bounds (unwind.c memory_read) ---- */
 
 static void t_copy_holds(void)
@@ -368,4 +461,6 @@ void hostile_cases(void)
 	run_case("perfmap_escape", t_perfmap_escape);
 	run_case("dwarf_validate_offsets", t_dwarf_validate);
 	run_case("codemap_entry_budget", t_codemap_budget);
+	run_case("ivset_against_a_bitmap", t_ivset_model);
+	run_case("ivset_front_inserts", t_ivset_front_inserts);
 }

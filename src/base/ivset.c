@@ -1,0 +1,128 @@
+/* ivset.c - a set of address ranges, merged (see ivset.h). */
+#include "xb/ivset.h"
+#include "xb/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The end of the last range of V (N of them) starting at or below ADDR,
+ * when that range reaches ADDR (ends at or after it); else 0 and false. */
+static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid][0] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*end = lo && v[lo - 1][1] >= addr ? v[lo - 1][1] : 0;
+	return lo && v[lo - 1][1] >= addr;
+}
+
+/* Each step moves to the end of a range; the merged array's ranges do not
+ * touch, so a step from one of them to the next goes through a pending
+ * one: at most 2 * XB_IVSET_PENDING + 1 steps. */
+bool xb_ivset_covers(const struct xb_ivset *s, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t cur = lo;;) {
+		uint64_t a, b;
+		bool fa = reach(s->v, s->n, cur, &a), fb = reach(s->p, s->np, cur, &b);
+		uint64_t e = a > b ? a : b;
+		if (!fa && !fb)
+			return false;
+		if (e >= hi)
+			return true;
+		if (e <= cur)
+			return false; /* both end at CUR */
+		cur = e;
+	}
+}
+
+/* Insert [LO, HI) into the sorted, merged array *V (*N, *CAP), merging it
+ * with those it reaches: one memmove. */
+static int insert(uint64_t (**v)[2], size_t *n, size_t *cap, uint64_t *moved, uint64_t lo, uint64_t hi)
+{
+	size_t i = 0, top = *n;
+	while (i < top) { /* the first range starting above LO */
+		size_t mid = i + (top - i) / 2;
+		if ((*v)[mid][0] <= lo)
+			i = mid + 1;
+		else
+			top = mid;
+	}
+	if (i > 0 && (*v)[i - 1][1] >= lo) { /* the one before reaches LO */
+		i--;
+		lo = (*v)[i][0];
+		if ((*v)[i][1] > hi)
+			hi = (*v)[i][1];
+	} else {
+		if (xb_grow((void **)v, cap, *n + 1, sizeof(**v)) < 0)
+			return -1;
+		memmove(&(*v)[i + 1], &(*v)[i], (*n - i) * sizeof(**v));
+		*moved += *n - i;
+		(*n)++;
+	}
+	size_t j = i + 1; /* those after it that it now reaches */
+	while (j < *n && (*v)[j][0] <= hi) {
+		if ((*v)[j][1] > hi)
+			hi = (*v)[j][1];
+		j++;
+	}
+	if (j > i + 1) {
+		memmove(&(*v)[i + 1], &(*v)[j], (*n - j) * sizeof(**v));
+		*moved += *n - j;
+	}
+	*n -= j - i - 1;
+	(*v)[i][0] = lo;
+	(*v)[i][1] = hi;
+	return 0;
+}
+
+int xb_ivset_add(struct xb_ivset *s, uint64_t lo, uint64_t hi)
+{
+	if (insert(&s->p, &s->np, &s->capp, &s->moved, lo, hi) < 0)
+		return -1;
+	if (s->np < XB_IVSET_PENDING)
+		return 0;
+	/* merge the pending ranges in, in place: from the back into v grown
+	 * to hold both, then one pass that joins those that touch */
+	if (xb_grow((void **)&s->v, &s->cap, s->n + s->np, sizeof(*s->v)) < 0)
+		return -1; /* the pending ones stay pending: the set is whole */
+	size_t i = s->n, j = s->np, k = s->n + s->np;
+	while (j > 0) {
+		if (i > 0 && s->v[i - 1][0] > s->p[j - 1][0]) {
+			s->v[k - 1][0] = s->v[i - 1][0];
+			s->v[k - 1][1] = s->v[i - 1][1];
+			i--;
+		} else {
+			s->v[k - 1][0] = s->p[j - 1][0];
+			s->v[k - 1][1] = s->p[j - 1][1];
+			j--;
+		}
+		k--;
+	}
+	size_t total = s->n + s->np, m = 0;
+	for (size_t x = 0; x < total; x++) {
+		if (m && s->v[m - 1][1] >= s->v[x][0]) {
+			if (s->v[x][1] > s->v[m - 1][1])
+				s->v[m - 1][1] = s->v[x][1];
+		} else {
+			s->v[m][0] = s->v[x][0];
+			s->v[m][1] = s->v[x][1];
+			m++;
+		}
+	}
+	s->moved += 2 * total;
+	s->n = m;
+	s->np = 0;
+	return 0;
+}
+
+void xb_ivset_free(struct xb_ivset *s)
+{
+	free(s->v);
+	free(s->p);
+	*s = (struct xb_ivset){ 0 };
+}
