@@ -141,15 +141,28 @@ static int info_array_score(struct xb_vm *vm, const uint8_t *b, size_t room, int
 	return good;
 }
 
-static uint64_t discover_info(struct xb_vm *vm, int na)
+/* Reads of the target the search may make: each candidate is checked by
+ * following its pointers, and a hostile (or corrupt) data segment must
+ * not turn that into a minute of reads (256 MiB of candidates that each
+ * fail at their last entry).  A real stripped beam needs ~60 (OTP 29). */
+#define MAX_INFO_READS 100000u
+
+static uint64_t discover_info(struct xb_vm *vm, int na, bool *spent)
 {
 	struct xb_vm_data_region r[16];
 	size_t nr = xb_vm_data_regions(vm, r, 16);
-	uint64_t found = 0;
+	uint64_t found = 0, reads0 = vm->mem.reads;
+	*spent = false;
 	int64_t es = o(vm, XB_F_ALCINFO_SIZE);
-	for (size_t k = 0; k < nr && !found && !xb_interrupted; k++) {
+	for (size_t k = 0; k < nr && !found && !*spent && !xb_interrupted; k++) {
 		for (size_t off = 0; off + (size_t)(es * (na + 1)) <= r[k].len && !found && !xb_interrupted;
 		     off += 8) {
+			if (vm->mem.reads - reads0 > MAX_INFO_READS) {
+				xb_overrun(XB_OVR_DISCOVERY, "the allocator table's search stopped after %llu reads",
+					   (unsigned long long)(vm->mem.reads - reads0));
+				*spent = true;
+				break;
+			}
 			/* entry 0 (ERTS_ALC_A_INVALID) is all zero */
 			const uint8_t *b = r[k].buf + off;
 			bool zero = true;
@@ -162,6 +175,8 @@ static uint64_t discover_info(struct xb_vm *vm, int na)
 		}
 	}
 	xb_vm_data_regions_free(r, nr);
+	xb_debug("allocator table search: %s after %llu reads\n", found ? "found" : "nothing",
+		 (unsigned long long)(vm->mem.reads - reads0));
 	return found;
 }
 
@@ -464,12 +479,18 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 	ai->nblocktypes = na;
 	const char *how = "symbol";
 	uint64_t info = xb_symbols_lookup(&vm->syms, vm->beam, "erts_allctrs_info", NULL);
+	bool spent = false;
 	if (!info) {
-		info = discover_info(vm, na);
+		info = discover_info(vm, na, &spent);
 		how = "discovered";
 	}
 	if (!info && xb_interrupted)
 		return xb_fail("interrupted");
+	if (!info && spent)
+		return xb_fail("cannot find the allocator table (erts_allctrs_info, erl_alloc.c): the search "
+			       "of this beam's data gave up after %u reads (a real VM's takes under a hundred: "
+			       "its memory is corrupt or made to mislead); install the VM's debug symbols",
+			       MAX_INFO_READS);
 	if (!info)
 		return xb_fail("cannot find the allocator table (erts_allctrs_info, erl_alloc.c): this "
 			       "beam.smp does not name it and no array in its data looks like it; "

@@ -528,6 +528,31 @@ def test_synthetic_discovery_worst_case():
             [l for l in r.err.splitlines() if "discovery effort" in l][0], name, r.elapsed, rss // 1024))
 
 
+def test_allocator_search_bounded():
+    """A beam that does not name erts_allctrs_info, its data full of arrays
+    that look like it up to their last entry (fakebeam 'allocbait': each
+    candidate a read per entry before it fails, 8 MiB of them): the search
+    of erlang-heapsample --alloc gives up within its budget of reads, says
+    so (-v), and the tool ends with one line naming the problem and the
+    fix.  A real VM's search takes ~60 reads (OTP 29, stripped)."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    with Fixture(exe, "jit", "allocbait") as fx:
+        r, rss = measured(HEAP, "-v", "-v", "--alloc", fx.pid, timeout=120)
+        what = "erlang-heapsample --alloc (allocator table bait)"
+        m = re.search(r"allocator table search: nothing after (\d+) reads", r.err)
+        check(m, "%s: no account of the search (-v -v)" % what, r.describe())
+        reads = int(m.group(1))
+        check(reads <= 100001 + 64, "%s: %d reads, past the budget of 100,000" % (what, reads), r.describe())
+        check("limit: discovery effort" in r.err, "%s: the budget was not reported (-v)" % what, r.describe())
+        check(within_time(r, 10), "%s: took %.1f s, %s s of CPU" % (what, r.elapsed, r.cpu_s), r.describe())
+        r2, rss2 = measured(HEAP, "--alloc", fx.pid, timeout=120)
+        one_line_failure(r2, rss2, what, limit_s=10)
+        check(r2.rc == 1 and "gave up after 100000 reads" in r2.err and "debug symbols" in r2.err,
+              "%s: not the error that names the search and the fix" % what, r2.describe())
+        log("allocator table bait: %d reads; %s" % (reads, r2.err.strip()))
+
+
 def test_synthetic_random_reads():
     """Random bytes in every read of the VM's memory: no crash, no hang,
     no frame that is not the VM's."""
