@@ -143,6 +143,10 @@ static bool type_matches(Dwarf_Die *d, const char *type)
 /* Largest struct we read a field of (struct process is under 1 KiB; the
  * aligned scheduler data ~40 KiB). */
 #define MAX_STRUCT_BYTES (1u << 20)
+/* struct process is read 256 at a time, twice (proctab.c, dump.c): 776
+ * bytes in OTP 25, 768 in OTP 29; a DWARF that says 1 MiB would have the
+ * tools allocate and read 512 MiB a batch. */
+#define MAX_PROCESS_BYTES (16u << 10)
 
 int xb_dwarf_validate(int64_t off[XB_F_COUNT], const int64_t *fallback, char *why, size_t wlen)
 {
@@ -159,7 +163,8 @@ int xb_dwarf_validate(int64_t off[XB_F_COUNT], const int64_t *fallback, char *wh
 		for (int k = 0; k < XB_F_COUNT && !size_field; k++)
 			if (!*xb_field_specs[k].member && strcmp(xb_field_specs[k].type, f->type) == 0)
 				size = off[k] != XB_NOFIELD ? off[k] : fallback ? fallback[k] : -1;
-		bool ok = size_field ? off[i] > 0 && off[i] <= MAX_STRUCT_BYTES
+		bool ok = size_field ? off[i] > 0 &&
+					       off[i] <= (i == XB_F_PROC_SIZE ? MAX_PROCESS_BYTES : MAX_STRUCT_BYTES)
 				     : off[i] >= 0 && off[i] < MAX_STRUCT_BYTES &&
 				       (size <= 0 || off[i] <= size); /* a flexible array may start at the end */
 		if (ok)

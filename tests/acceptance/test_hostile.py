@@ -1448,3 +1448,47 @@ def test_implausible_dwarf_offset_not_used(target):
             check(r.rc == 0 and len(warn.findall(r.err)) == 1, "%s: exit %s, not one warning" % (tool, r.rc),
                   r.describe())
         log("hot_a + hot_b: %d samples; one warning per tool: %s" % (hot, warn.search(r.err).group(0)))
+
+
+@per_vm(only=["otp25-jit-dwarf"])
+@asan("DWARF struct sizes from the target's binary validated before use")
+@timeout(180)
+def test_implausible_dwarf_process_size_not_used(target):
+    """Issue 11: the size of struct process from the target's DWARF is
+    held to what a process struct can be (16 KiB; 776 bytes in OTP 25):
+    the tools read processes 256 at a time, and a DWARF that said 1 MiB
+    had them allocate and read 512 MiB a batch.  A copy of the DWARF build
+    whose .debug_info says struct process is 65000 bytes (the most its
+    attribute's form holds; tests/tools/dwarf_patch_member.c): each tool
+    warns once, naming it, and keeps the table's size: the profile names
+    xb_split's functions and erlang-heapsample reads the processes."""
+    d = tmpdir()
+    patcher = os.path.join(d, "dwarf_patch_member")
+    r = run_cmd(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", patcher,
+                 os.path.join(ROOT, "tests", "tools", "dwarf_patch_member.c"), "-ldw", "-lelf"], timeout=120)
+    check(r.rc == 0, "building dwarf_patch_member failed", r.describe())
+
+    def patch(src, dst):
+        shutil.copyfile(src, dst)
+        p = run_cmd([patcher, dst, "process", "", "65000"], timeout=120)
+        check(p.rc == 0 and int(p.out.strip() or 0) >= 1, "patching sizeof(struct process) in %s" % dst,
+              p.describe())
+        log("struct process set to 65000 bytes in %s compilation units" % p.out.strip())
+
+    t = derived_target(target, "bad-dwarf-size", beam_transform=patch)
+    warn = re.compile(r"^warning: this beam's DWARF gives 1 implausible offsets \(e\.g\. process size = 65000\); "
+                      r"not used$", re.M)
+    with VM(t, schedulers=2) as vm:
+        vm.eval("xb_split:start(75)")
+        wait_running(vm, "xb_split")
+        r = run_tool(SAMPLE, "-d", "2", str(vm.pid), timeout=60 * time_scale())
+        check(r.rc == 0 and len(warn.findall(r.err)) == 1, "sampling: exit %s, not one warning naming the size"
+              % r.rc, r.describe())
+        rows = {n: c for c, n, _, tag in parse_table(r.out).rows if tag == "[Erlang]"}
+        hot = rows.get("xb_split:hot_a/1", 0) + rows.get("xb_split:hot_b/1", 0)
+        check(hot >= 100, "the profile does not name xb_split's functions (%d samples)" % hot, r.out[:3000])
+        r = run_tool(HEAP, "-t", "5", str(vm.pid), timeout=60 * time_scale())
+        procs = re.findall(r"<0\.\d+\.0>", r.out)
+        check(r.rc == 0 and len(warn.findall(r.err)) == 1 and len(procs) >= 5,
+              "erlang-heapsample: exit %s, not one warning, or not 5 processes" % r.rc, r.describe() + r.out)
+        log("hot_a + hot_b: %d samples; %s" % (hot, warn.search(r.err).group(0)))

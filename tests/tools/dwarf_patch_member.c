@@ -6,8 +6,8 @@
  *
  * Every definition of `struct STRUCT` in FILE's .debug_info (one per
  * compilation unit that includes its header) has the
- * DW_AT_data_member_location of its member MEMBER overwritten in place
- * with VALUE, which must fit the attribute's constant form (data1, data2
+ * DW_AT_data_member_location of its member MEMBER (with MEMBER "": the
+ * struct's own DW_AT_byte_size) overwritten in place with VALUE, which must fit the attribute's constant form (data1, data2
  * or data4; elfutils reads them, we write them).  The file must have an
  * uncompressed .debug_info (our DWARF builds do).  Prints how many were
  * patched; exit 1 if none.  Built by the test with gcc -ldw -lelf
@@ -70,10 +70,14 @@ int main(int argc, char **argv)
 				if (dwarf_tag(&d) != DW_TAG_structure_type || !n || strcmp(n, sname) != 0 ||
 				    dwarf_attr(&d, DW_AT_declaration, &a) || dwarf_child(&d, &m) != 0)
 					continue;
+				bool whole = !*mname; /* the struct's size: one round, on the struct */
+				if (whole)
+					m = d;
 				do {
 					const char *mn = dwarf_diename(&m);
-					if (dwarf_tag(&m) != DW_TAG_member || !mn || strcmp(mn, mname) != 0 ||
-					    !dwarf_attr(&m, DW_AT_data_member_location, &a))
+					if (whole ? !dwarf_attr(&m, DW_AT_byte_size, &a)
+						  : dwarf_tag(&m) != DW_TAG_member || !mn || strcmp(mn, mname) != 0 ||
+							    !dwarf_attr(&m, DW_AT_data_member_location, &a))
 						continue;
 					unsigned form = dwarf_whatform(&a), width = form == DW_FORM_data1 ? 1
 										 : form == DW_FORM_data2 ? 2
@@ -101,7 +105,7 @@ int main(int argc, char **argv)
 							return 1;
 					}
 					p[np++] = (struct patch){ (off_t)(v - (const unsigned char *)base), width };
-				} while (dwarf_siblingof(&m, &m) == 0);
+				} while (!whole && dwarf_siblingof(&m, &m) == 0);
 			} while (dwarf_siblingof(&d, &d) == 0);
 		}
 		cu = next;

@@ -285,6 +285,15 @@ static void t_dwarf_validate(void)
 		off[i] = XB_NOFIELD;
 	off[XB_F_PROC_CURRENT] = 472;
 	CHECK(xb_dwarf_validate(off, tab, why, sizeof(why)) == 1, "outside the table's struct size");
+	/* struct process is read 256 at a time: 16 KiB at most, though
+	 * other structs may have up to 1 MiB */
+	for (int i = 0; i < XB_F_COUNT; i++)
+		off[i] = XB_NOFIELD;
+	off[XB_F_PROC_SIZE] = 65000;
+	CHECK(xb_dwarf_validate(off, NULL, why, sizeof(why)) == 1 && off[XB_F_PROC_SIZE] == XB_NOFIELD,
+	      "a 65000-byte struct process kept");
+	off[XB_F_PROC_SIZE] = 16384;
+	CHECK(xb_dwarf_validate(off, NULL, why, sizeof(why)) == 0, "a 16 KiB struct process refused");
 	/* attach.c validates the table merged with the DWARF again: every
 	 * compiled-in table must pass it as it is (nothing dropped) */
 	for (const struct xb_release *const *r = xb_releases; *r; r++)
