@@ -61,8 +61,12 @@ struct xb_ptab {
 	uint32_t max;       /* slots */
 	uint32_t count;     /* processes as the VM counts them (vola.tile.count) */
 	bool free_id_data;  /* r.o.free_id_data != NULL (erts_ptab_mem_size) */
-	uint64_t *slots;    /* the slot array as last read */
-	uint32_t nlive;     /* non-empty slots in it */
+	/* The non-empty slots as the slot array was last read (in slot
+	 * order): the array itself is read in chunks and not kept, as a VM
+	 * run with +P 134217727 has 1 GiB of it, mostly empty. */
+	uint32_t *live_slot;
+	uint64_t *live_ptr; /* the struct process each points to */
+	uint32_t nlive, caplive;
 	/* Nodes (tree and list nodes, messages, signals, heap fragments)
 	 * the current snapshot (xb_ptab_foreach) or read of one process
 	 * (xb_proc_read) may still read: a loop or a crafted chain in the

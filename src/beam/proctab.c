@@ -154,44 +154,87 @@ int xb_ptab_open(struct xb_vm *vm, struct xb_ptab *t)
 		return xb_fail("the process table (erts_proc at 0x%llx) is implausible: %u slots at 0x%llx are "
 			       "not in one mapping of the VM", (unsigned long long)t->addr, t->max,
 			       (unsigned long long)t->tab);
-	t->slots = malloc((size_t)t->max * 8);
-	if (!t->slots)
-		return xb_fail("out of memory for %u process slots", t->max);
 	if (xb_ptab_refresh(t) < 0) {
-		free(t->slots);
-		t->slots = NULL;
+		xb_ptab_close(t);
 		return -1;
 	}
 	return 0;
 }
 
+#define SLOT_CHUNK 8192 /* slots read at once (64 KiB) */
+
 int xb_ptab_refresh(struct xb_ptab *t)
 {
-	if (xb_read(&t->vm->mem, t->tab, t->slots, (size_t)t->max * 8) < 0)
-		return xb_fail("cannot read the %u process slots at 0x%llx: %s", t->max,
-			       (unsigned long long)t->tab, xb_err());
+	uint64_t *chunk = malloc(SLOT_CHUNK * 8);
+	if (!chunk)
+		return xb_fail("out of memory");
 	t->nlive = 0;
-	for (uint32_t i = 0; i < t->max; i++)
-		t->nlive += t->slots[i] && t->slots[i] != t->invalid;
+	for (uint32_t at = 0; at < t->max; at += SLOT_CHUNK) {
+		uint32_t n = t->max - at < SLOT_CHUNK ? t->max - at : SLOT_CHUNK;
+		if (xb_interrupted || xb_read(&t->vm->mem, t->tab + (uint64_t)at * 8, chunk, (size_t)n * 8) < 0) {
+			free(chunk);
+			if (xb_interrupted)
+				return xb_fail("interrupted");
+			return xb_fail("cannot read the %u process slots at 0x%llx: %s", t->max,
+				       (unsigned long long)t->tab, xb_err());
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			if (!chunk[i] || chunk[i] == t->invalid)
+				continue;
+			if (t->nlive == t->caplive) {
+				size_t cap = t->caplive;
+				if (xb_grow((void **)&t->live_slot, &cap, (size_t)t->nlive + 1, sizeof(*t->live_slot)) < 0)
+					goto oom;
+				cap = t->caplive;
+				if (xb_grow((void **)&t->live_ptr, &cap, (size_t)t->nlive + 1, sizeof(*t->live_ptr)) < 0)
+					goto oom;
+				t->caplive = (uint32_t)cap;
+			}
+			t->live_slot[t->nlive] = at + i;
+			t->live_ptr[t->nlive++] = chunk[i];
+		}
+	}
+	free(chunk);
 	if (off(t, XB_F_PTAB_COUNT) >= 0)
 		xb_read_u32(&t->vm->mem, t->addr + (uint64_t)off(t, XB_F_PTAB_COUNT), &t->count);
 	return 0;
+oom:
+	free(chunk);
+	t->nlive = 0;
+	return -1;
+}
+
+/* The index in live_slot of the first non-empty slot at or after SLOT, or
+ * nlive. */
+static uint32_t live_at(const struct xb_ptab *t, uint32_t slot)
+{
+	uint32_t lo = 0, hi = t->nlive;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->live_slot[mid] < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot)
 {
-	for (uint32_t i = *slot; i < t->max; i++)
-		if (t->slots[i] && t->slots[i] != t->invalid) {
-			*slot = i;
-			return true;
-		}
-	return false;
+	uint32_t i = live_at(t, *slot);
+	if (i >= t->nlive)
+		return false;
+	*slot = t->live_slot[i];
+	return true;
 }
 
 void xb_ptab_close(struct xb_ptab *t)
 {
-	free(t->slots);
-	t->slots = NULL;
+	free(t->live_slot);
+	free(t->live_ptr);
+	t->live_slot = NULL;
+	t->live_ptr = NULL;
+	t->nlive = t->caplive = 0;
 }
 
 uint64_t xb_ptab_mem_size(const struct xb_ptab *t)
@@ -898,18 +941,15 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 		rc = xb_fail("out of memory");
 		goto out;
 	}
-	for (uint32_t next = 0; next < t->max && rc == 0;) {
+	for (uint32_t next = 0; next < t->nlive && rc == 0;) {
 		if (xb_interrupted) { /* ^C: within one batch's reads */
 			rc = xb_fail("interrupted");
 			break;
 		}
 		size_t n = 0;
-		for (; next < t->max && n < BATCH; next++) {
-			uint64_t s = t->slots[next];
-			if (!s || s == t->invalid)
-				continue;
-			slot[n] = next;
-			addr[n++] = s;
+		for (; next < t->nlive && n < BATCH; next++) {
+			slot[n] = t->live_slot[next];
+			addr[n++] = t->live_ptr[next];
 		}
 		if (!n)
 			break;
@@ -1014,12 +1054,12 @@ void xb_mfa_text(struct xb_vm *vm, const uint64_t mfa[3], char *buf, size_t len)
 int xb_ptab_find_pid(struct xb_ptab *t, unsigned num, long ser, uint32_t *slot)
 {
 	char want[48], got[48];
-	for (uint32_t i = 0; i < t->max; i++) {
-		if (i % 1024 == 0 && xb_interrupted) /* a read per live slot: ^C between them */
+	for (uint32_t li = 0; li < t->nlive; li++) {
+		if (li % 1024 == 0 && xb_interrupted) /* a read per live slot: ^C between them */
 			return xb_fail("interrupted while looking for the process");
-		uint64_t s = t->slots[i], id;
-		if (!s || s == t->invalid ||
-		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_ID), &id) < 0 || !xb_is_pid(id))
+		uint64_t s = t->live_ptr[li], id;
+		uint32_t i = t->live_slot[li];
+		if (xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_ID), &id) < 0 || !xb_is_pid(id))
 			continue;
 		xb_proc_pid_text(t->vm, id, got, sizeof(got));
 		unsigned n2, s2;
@@ -1041,12 +1081,12 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 	if (rn < 0 || rp < 0 || off(t, XB_F_PROC_REG) < 0)
 		return xb_fail("cannot look up registered names on this VM: the release table has no %s",
 			       xb_field_name(XB_F_REGPROC_NAME));
-	for (uint32_t i = 0; i < t->max; i++) {
-		if (i % 1024 == 0 && xb_interrupted)
+	for (uint32_t li = 0; li < t->nlive; li++) {
+		if (li % 1024 == 0 && xb_interrupted)
 			return xb_fail("interrupted while looking for the process");
-		uint64_t s = t->slots[i], reg, p, atom;
-		if (!s || s == t->invalid ||
-		    xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_REG), &reg) < 0 || !reg ||
+		uint64_t s = t->live_ptr[li], reg, p, atom;
+		uint32_t i = t->live_slot[li];
+		if (xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_REG), &reg) < 0 || !reg ||
 		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rp, &p) < 0 || p != s ||
 		    xb_read_u64(&t->vm->mem, reg + (uint64_t)rn, &atom) < 0 || !xb_is_atom(atom))
 			continue;

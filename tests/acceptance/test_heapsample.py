@@ -388,6 +388,36 @@ def csv_matches_json(what, text_csv, text_json, key, exact):
 
 
 @per_vm(only=["stock"])
+@timeout(240)
+def test_largest_process_table_costs_what_is_live(target):
+    """A VM run with the most processes Erlang allows (+P 134217727): its
+    slot array is 1 GiB, nearly all empty.  The tool reads it in 64 KiB
+    chunks and keeps only the live slots: its peak RSS stays under 150 MB
+    (it held a copy of the whole array, 1 GiB, before), and it still finds
+    every process: the table lists them, --contents finds one by pid and
+    one by registered name."""
+    with VM(target, extra_args=["+P", "134217727"], schedulers=2) as vm:
+        limit = int(vm.eval("erlang:system_info(process_limit)").strip())
+        check(limit == 134217727, "the VM's process limit is %d" % limit)
+        count = int(vm.eval("erlang:system_info(process_count)").strip())
+        f = os.path.join(tmpdir(), "rss")
+        r = run_cmd(["/usr/bin/time", "-o", f, "-f", "XB-TIME %M", tool_path(TOOL), "-t", "0", "--format", "csv",
+                     str(vm.pid)], timeout=180 * time_scale())
+        m = re.search(r"XB-TIME (\d+)", open(f).read())
+        check(r.rc == 0 and m, "%s -t 0 failed (exit %s)" % (TOOL, r.rc), r.describe())
+        rss_mb = int(m.group(1)) / 1024
+        rows = list(csv.DictReader(io.StringIO(r.out)))
+        check(abs(len(rows) - count) <= 3, "%d processes listed; the VM counts %d" % (len(rows), count),
+              r.out[:2000])
+        check(rss_mb < 150, "peak RSS %.0f MB for a 1 GiB slot array of %d live processes" % (rss_mb, count),
+              r.describe())
+        for who in ("<0.0.0>", "init"):
+            r2 = heapsample(vm, "--contents", who)
+            check("<0.0.0>" in r2.out + r2.err, "--contents %s does not name <0.0.0>" % who, r2.describe())
+        log("+P 134217727: %d processes listed, peak RSS %.0f MB" % (len(rows), rss_mb))
+
+
+@per_vm(only=["stock"])
 def test_csv_every_mode(target):
     """`--format csv` in every mode, not only the default one: --alloc,
     --contents and --interval write, as CSV, what they write as JSON (the
