@@ -1054,18 +1054,27 @@ void xb_mfa_text(struct xb_vm *vm, const uint64_t mfa[3], char *buf, size_t len)
 int xb_ptab_find_pid(struct xb_ptab *t, unsigned num, long ser, uint32_t *slot)
 {
 	char want[48], got[48];
-	for (uint32_t li = 0; li < t->nlive; li++) {
-		if (li % 1024 == 0 && xb_interrupted) /* a read per live slot: ^C between them */
+	/* every live process's id, BATCH to a system call (a VM with a
+	 * million processes: a second of reads one by one) */
+	uint64_t id[BATCH];
+	struct xb_readreq q[BATCH];
+	for (uint32_t li = 0; li < t->nlive; li += BATCH) {
+		if (xb_interrupted)
 			return xb_fail("interrupted while looking for the process");
-		uint64_t s = t->live_ptr[li], id;
-		uint32_t i = t->live_slot[li];
-		if (xb_read_u64(&t->vm->mem, s + (uint64_t)off(t, XB_F_PROC_ID), &id) < 0 || !xb_is_pid(id))
-			continue;
-		xb_proc_pid_text(t->vm, id, got, sizeof(got));
-		unsigned n2, s2;
-		if (sscanf(got, "<0.%u.%u>", &n2, &s2) == 2 && n2 == num && (ser < 0 || (long)s2 == ser)) {
-			*slot = i;
-			return 0;
+		size_t n = t->nlive - li < BATCH ? t->nlive - li : BATCH;
+		for (size_t k = 0; k < n; k++)
+			q[k] = (struct xb_readreq){ t->live_ptr[li + k] + (uint64_t)off(t, XB_F_PROC_ID), &id[k], 8,
+						    false };
+		xb_read_many(&t->vm->mem, q, n);
+		for (size_t k = 0; k < n; k++) {
+			if (!q[k].ok || !xb_is_pid(id[k]))
+				continue;
+			xb_proc_pid_text(t->vm, id[k], got, sizeof(got));
+			unsigned n2, s2;
+			if (sscanf(got, "<0.%u.%u>", &n2, &s2) == 2 && n2 == num && (ser < 0 || (long)s2 == ser)) {
+				*slot = t->live_slot[li + k];
+				return 0;
+			}
 		}
 	}
 	if (ser < 0)
