@@ -1389,6 +1389,26 @@ def test_file_capabilities_refuse_other_users():
         log("own process: " + r.out.splitlines()[0])
 
 
+def dwarf_patched_target(target, name, struct, member, value):
+    """A copy of TARGET (a DWARF build) whose beam's .debug_info gives
+    STRUCT's MEMBER (MEMBER "": the struct's size) VALUE in every
+    compilation unit (tests/tools/dwarf_patch_member.c, built here)."""
+    patcher = os.path.join(tmpdir(), "dwarf_patch_member")
+    if not os.path.exists(patcher):
+        r = run_cmd(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", patcher,
+                     os.path.join(ROOT, "tests", "tools", "dwarf_patch_member.c"), "-ldw", "-lelf"], timeout=120)
+        check(r.rc == 0, "building dwarf_patch_member failed", r.describe())
+    what = "%s.%s" % (struct, member) if member else "sizeof(struct %s)" % struct
+
+    def patch(src, dst):
+        shutil.copyfile(src, dst)
+        p = run_cmd([patcher, dst, struct, member, str(value)], timeout=120)
+        check(p.rc == 0 and int(p.out.strip() or 0) >= 1, "patching %s in %s" % (what, dst), p.describe())
+        log("%s set to %s in %s compilation units" % (what, value, p.out.strip()))
+
+    return derived_target(target, name, beam_transform=patch)
+
+
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
 @asan("DWARF offsets from the target's binary validated before use")
 @timeout(180)
@@ -1405,18 +1425,7 @@ def test_implausible_dwarf_offset_not_used(target):
     and erlang-heapsample work.  Used unchecked, every process's
     instruction pointer would be read 64 KiB past it."""
     d = tmpdir()
-    patcher = os.path.join(d, "dwarf_patch_member")
-    r = run_cmd(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", patcher,
-                 os.path.join(ROOT, "tests", "tools", "dwarf_patch_member.c"), "-ldw", "-lelf"], timeout=120)
-    check(r.rc == 0, "building dwarf_patch_member failed", r.describe())
-
-    def patch(src, dst):
-        shutil.copyfile(src, dst)
-        p = run_cmd([patcher, dst, "process", "i", "65528"], timeout=120)
-        check(p.rc == 0 and int(p.out.strip() or 0) >= 1, "patching process.i in %s" % dst, p.describe())
-        log("process.i set to 65528 in %s compilation units" % p.out.strip())
-
-    t = derived_target(target, "bad-dwarf-i", beam_transform=patch)
+    t = dwarf_patched_target(target, "bad-dwarf-i", "process", "i", 65528)
     warn = re.compile(r"^warning: this beam's DWARF gives 1 implausible offsets \(e\.g\. process\.i = 65528 "
                       r"\(outside the struct\)\); not used$", re.M)
     with VM(t, schedulers=2) as vm:
@@ -1462,20 +1471,7 @@ def test_implausible_dwarf_process_size_not_used(target):
     attribute's form holds; tests/tools/dwarf_patch_member.c): each tool
     warns once, naming it, and keeps the table's size: the profile names
     xb_split's functions and erlang-heapsample reads the processes."""
-    d = tmpdir()
-    patcher = os.path.join(d, "dwarf_patch_member")
-    r = run_cmd(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", patcher,
-                 os.path.join(ROOT, "tests", "tools", "dwarf_patch_member.c"), "-ldw", "-lelf"], timeout=120)
-    check(r.rc == 0, "building dwarf_patch_member failed", r.describe())
-
-    def patch(src, dst):
-        shutil.copyfile(src, dst)
-        p = run_cmd([patcher, dst, "process", "", "65000"], timeout=120)
-        check(p.rc == 0 and int(p.out.strip() or 0) >= 1, "patching sizeof(struct process) in %s" % dst,
-              p.describe())
-        log("struct process set to 65000 bytes in %s compilation units" % p.out.strip())
-
-    t = derived_target(target, "bad-dwarf-size", beam_transform=patch)
+    t = dwarf_patched_target(target, "bad-dwarf-size", "process", "", 65000)
     warn = re.compile(r"^warning: this beam's DWARF gives 1 implausible offsets \(e\.g\. process size = 65000\); "
                       r"not used$", re.M)
     with VM(t, schedulers=2) as vm:

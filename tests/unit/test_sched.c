@@ -467,6 +467,22 @@ static void pin0(void)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/* The calling thread on the last CPU (away from the hog's), SCHED_FIFO 1:
+ * on a saturated machine a normal thread waking from a nap waits behind
+ * the busy loops outside. */
+static void last_cpu_fifo(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > 1) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)ncpu - 1, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	struct sched_param sp = { .sched_priority = 1 };
+	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+
 static void *spinner(void *arg)
 {
 	(void)arg;
@@ -480,19 +496,11 @@ static void *spinner(void *arg)
 static void *sleeper(void *arg)
 {
 	(void)arg;
-	/* away from the hog's CPU: waking up behind it would be waiting */
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpu > 1) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET((int)ncpu - 1, &set);
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	}
-	/* and SCHED_FIFO: on a saturated machine a normal thread waking
-	 * from its 20 ms naps waits behind the busy loops, runnable ('R'),
-	 * and a poll that sees it so rightly restarts its quiet time */
-	struct sched_param sp = { .sched_priority = 1 };
-	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	/* away from the hog's CPU (waking up behind it would be waiting),
+	 * and SCHED_FIFO: waking from its 20 ms naps behind busy loops, it
+	 * would be runnable ('R'), and a poll that sees it so rightly
+	 * restarts its quiet time */
+	last_cpu_fifo();
 	sleeper_tid = (int)syscall(SYS_gettid);
 	while (!spin_stop) {
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -543,15 +551,7 @@ static void t_asleep_not_starved(void)
 	struct sched_param old_sp;
 	pthread_getaffinity_np(pthread_self(), sizeof(old_set), &old_set);
 	pthread_getschedparam(pthread_self(), &old_policy, &old_sp);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpu > 1) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET((int)ncpu - 1, &set);
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	}
-	struct sched_param fifo = { .sched_priority = 1 };
-	pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo);
+	last_cpu_fifo();
 	bool spin_asleep = false, sleep_asleep = false;
 	uint64_t polls = 0;
 	while (hog_ready == 1 && xb_now_ns() - t0 < (ms - 20) * 1000000ull) {
