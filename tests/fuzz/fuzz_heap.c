@@ -85,10 +85,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 
-	uint64_t slots[4] = { 0 };
+	/* the table's live slots, as xb_ptab_refresh keeps them */
+	uint64_t slots[4] = { 0 }, live_ptr[4];
+	uint32_t live_slot[4], nlive = 0;
 	memcpy(slots, data + 8, 8 * nslots);
+	for (uint32_t i = 0; i < nslots; i++)
+		if (slots[i]) {
+			live_slot[nlive] = i;
+			live_ptr[nlive++] = slots[i];
+		}
 	struct xb_ptab t = { .vm = vm, .addr = BASE, .tab = BASE, .invalid = 0, .max = nslots, .count = nslots,
-			     .slots = slots, .nlive = nslots };
+			     .live_slot = live_slot, .live_ptr = live_ptr, .nlive = nlive, .caplive = 4 };
 	uint64_t sum = 0;
 	struct xb_ptab_stats st;
 	xb_ptab_foreach(&t, XB_PROC_NAMES | XB_PROC_MEMORY, each, &sum, &st);
