@@ -25,10 +25,12 @@ struct xb_ivset {
 };
 
 /* Is [LO, HI) inside the union of the set's ranges (an empty range: when
- * LO is inside one, or at its end)? */
-bool xb_ivset_covers(const struct xb_ivset *s, uint64_t lo, uint64_t hi);
+ * LO is inside one, or at its end)?  An answer that took more than a few
+ * steps between the two arrays merges the pending ranges in (a hostile
+ * chain asking the same such range again and again pays once). */
+bool xb_ivset_covers(struct xb_ivset *s, uint64_t lo, uint64_t hi);
 /* Add [LO, HI) (LO <= HI); ranges that touch or overlap merge.  -1 (and
- * xb_err) when out of memory, the set unchanged. */
+ * xb_err) when out of memory: the range may or may not be in the set. */
 int xb_ivset_add(struct xb_ivset *s, uint64_t lo, uint64_t hi);
 void xb_ivset_free(struct xb_ivset *s);
 

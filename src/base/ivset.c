@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* The end of the last range of V (N of them) starting at or below ADDR,
- * when that range reaches ADDR (ends at or after it); else 0 and false. */
+ * when that range reaches ADDR (ends at or after it); else false. */
 static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
 {
 	size_t lo = 0, hi = n;
@@ -17,25 +17,32 @@ static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
 		else
 			hi = mid;
 	}
-	*end = lo && v[lo - 1][1] >= addr ? v[lo - 1][1] : 0;
-	return lo && v[lo - 1][1] >= addr;
+	bool found = lo && v[lo - 1][1] >= addr;
+	*end = found ? v[lo - 1][1] : 0;
+	return found;
 }
+
+static int merge_pending(struct xb_ivset *s);
+
+#define COVERS_STEPS 8 /* steps past which the pending ranges are merged in */
 
 /* Each step moves to the end of a range; the merged array's ranges do not
  * touch, so a step from one of them to the next goes through a pending
- * one: at most 2 * XB_IVSET_PENDING + 1 steps. */
-bool xb_ivset_covers(const struct xb_ivset *s, uint64_t lo, uint64_t hi)
+ * one: at most 2 * XB_IVSET_PENDING + 1 steps, and past COVERS_STEPS the
+ * pending ones are merged in so that the next such question takes one. */
+bool xb_ivset_covers(struct xb_ivset *s, uint64_t lo, uint64_t hi)
 {
-	for (uint64_t cur = lo;;) {
+	int steps = 0;
+	for (uint64_t cur = lo;; steps++) {
 		uint64_t a, b;
 		bool fa = reach(s->v, s->n, cur, &a), fb = reach(s->p, s->np, cur, &b);
 		uint64_t e = a > b ? a : b;
-		if (!fa && !fb)
-			return false;
-		if (e >= hi)
-			return true;
-		if (e <= cur)
-			return false; /* both end at CUR */
+		bool yes = (fa || fb) && e >= hi;
+		if ((!fa && !fb) || e >= hi || e <= cur) {
+			if (steps > COVERS_STEPS)
+				merge_pending(s); /* (out of memory: stays pending, still right) */
+			return yes;
+		}
 		cur = e;
 	}
 }
@@ -86,10 +93,18 @@ int xb_ivset_add(struct xb_ivset *s, uint64_t lo, uint64_t hi)
 		return -1;
 	if (s->np < XB_IVSET_PENDING)
 		return 0;
-	/* merge the pending ranges in, in place: from the back into v grown
-	 * to hold both, then one pass that joins those that touch */
+	return merge_pending(s);
+}
+
+/* Merge the pending ranges in, in place: from the back into v grown to
+ * hold both, then one pass that joins those that touch.  Out of memory:
+ * -1, the pending ones stay pending (the set is whole). */
+static int merge_pending(struct xb_ivset *s)
+{
+	if (!s->np)
+		return 0;
 	if (xb_grow((void **)&s->v, &s->cap, s->n + s->np, sizeof(*s->v)) < 0)
-		return -1; /* the pending ones stay pending: the set is whole */
+		return -1;
 	size_t i = s->n, j = s->np, k = s->n + s->np;
 	while (j > 0) {
 		if (i > 0 && s->v[i - 1][0] > s->p[j - 1][0]) {

@@ -173,6 +173,7 @@ int xb_ptab_refresh(struct xb_ptab *t)
 		uint32_t n = t->max - at < SLOT_CHUNK ? t->max - at : SLOT_CHUNK;
 		if (xb_interrupted || xb_read(&t->vm->mem, t->tab + (uint64_t)at * 8, chunk, (size_t)n * 8) < 0) {
 			free(chunk);
+			t->nlive = 0; /* no part of a table */
 			if (xb_interrupted)
 				return xb_fail("interrupted");
 			return xb_fail("cannot read the %u process slots at 0x%llx: %s", t->max,

@@ -322,6 +322,9 @@ static int snapshot(struct xb_ptab *t, struct rows *rs, struct xb_ptab_stats *st
 {
 	rs->n = 0;
 	*cut = CUT_NONE;
+	/* (a refresh cut short, the VM gone or ^C, reads no process: the
+	 * totals printed then are of nothing) */
+	memset(st, 0, sizeof(*st));
 	int rc = xb_ptab_refresh(t);
 	if (rc == 0)
 		rc = xb_ptab_foreach(t, XB_PROC_MEMORY | XB_PROC_NAMES, collect, rs, st);

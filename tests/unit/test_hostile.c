@@ -408,6 +408,22 @@ static void t_ivset_model(void)
 	CHECK(xb_ivset_covers(&t, 100, 130), "[100, 130)");
 	CHECK(!xb_ivset_covers(&t, 100, 131), "[100, 131)");
 	xb_ivset_free(&t);
+	/* a question that steps between the arrays many times merges the
+	 * pending ranges in (a hostile chain asks it again and again):
+	 * merged [2k, 2k + 1), pending [2k + 1, 2k + 2) */
+	struct xb_ivset u = { 0 };
+	for (uint64_t k = 0; k < XB_IVSET_PENDING - 64; k++)
+		xb_ivset_add(&u, 2 * k + 100000, 2 * k + 100001); /* (far away: to fill the pending array) */
+	for (uint64_t k = 0; k < 64; k++)
+		xb_ivset_add(&u, 2 * k, 2 * k + 1); /* (the last one merges them all in) */
+	CHECK(u.np == 0, "%zu pending after %d additions", u.np, XB_IVSET_PENDING);
+	for (uint64_t k = 0; k < 64; k++)
+		xb_ivset_add(&u, 2 * k + 1, 2 * k + 2);
+	CHECK(u.np == 64, "%zu pending", u.np);
+	CHECK(xb_ivset_covers(&u, 0, 128), "[0, 128) across 128 ranges of both arrays");
+	CHECK(u.np == 0 && xb_ivset_covers(&u, 0, 128) && !xb_ivset_covers(&u, 0, 129),
+	      "after a long walk: %zu pending", u.np);
+	xb_ivset_free(&u);
 }
 
 /* 100,000 ranges, each below the last (a VM that loads modules at rising
