@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The end of the last range of V (N of them) starting at or below ADDR,
- * when that range reaches ADDR (ends at or after it); else false. */
-static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
+/* The index of the first range of V (N of them) starting above ADDR. */
+static size_t above(uint64_t (*v)[2], size_t n, uint64_t addr)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
@@ -17,6 +16,14 @@ static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+/* The end of the last range of V (N of them) starting at or below ADDR,
+ * when that range reaches ADDR (ends at or after it); else false. */
+static bool reach(uint64_t (*v)[2], size_t n, uint64_t addr, uint64_t *end)
+{
+	size_t lo = above(v, n, addr);
 	bool found = lo && v[lo - 1][1] >= addr;
 	*end = found ? v[lo - 1][1] : 0;
 	return found;
@@ -51,14 +58,7 @@ bool xb_ivset_covers(struct xb_ivset *s, uint64_t lo, uint64_t hi)
  * with those it reaches: one memmove. */
 static int insert(uint64_t (**v)[2], size_t *n, size_t *cap, uint64_t *moved, uint64_t lo, uint64_t hi)
 {
-	size_t i = 0, top = *n;
-	while (i < top) { /* the first range starting above LO */
-		size_t mid = i + (top - i) / 2;
-		if ((*v)[mid][0] <= lo)
-			i = mid + 1;
-		else
-			top = mid;
-	}
+	size_t i = above(*v, *n, lo);
 	if (i > 0 && (*v)[i - 1][1] >= lo) { /* the one before reaches LO */
 		i--;
 		lo = (*v)[i][0];
