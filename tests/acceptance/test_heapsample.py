@@ -1152,32 +1152,43 @@ def test_unknown_process_name(target):
 @per_vm(only=["stock"])
 @timeout(120)
 def test_pid_lookup_reads_in_batches(target):
-    """--contents PID looks at every live process's id: in batches of 256
-    to a system call, not one read each (a VM with a million processes
-    spent a second on it).  100,000 idle processes and a pid none has (a
-    whole scan): under 5,000 process_vm_readv calls (strace -c; ~1,400,
-    ~1,000 of them attaching; one read each: over 100,000), one line,
-    exit 2; and a pid that exists is found."""
+    """--contents PID and --contents NAME look at every live process: in
+    batches of 256 to a system call, not one read each (a VM with a
+    million processes spent a second on it).  100,000 idle processes, and
+    a pid none has and a name none has (each a whole scan): under 5,000
+    process_vm_readv calls each (strace -c; ~1,400, ~1,000 of them
+    attaching; one read each: over 100,000, and 100,000 more for the
+    name's third read), one line, exit 2; a pid and a name that exist are
+    found."""
     strace = shutil.which("strace")
     check(strace, "strace is not installed (tests/run-all.sh installs it)")
     with VM(target) as vm:
         vm.eval("[spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 100000)], ok")
         count = int(vm.eval("erlang:system_info(process_count)").strip())
         check(count > 100000, "only %d processes" % count)
-        f = os.path.join(tmpdir(), "strace")
-        r = run_cmd([strace, "-f", "-c", "-e", "trace=process_vm_readv", "-o", f, tool_path(TOOL), "--contents",
-                     "<0.99999999.0>", str(vm.pid)], timeout=60 * time_scale())
-        lines = [l for l in r.err.splitlines() if l.strip()]
-        check(r.rc == 2 and len(lines) == 1 and "<0.99999999.0>" in lines[0], "--contents of no such pid: "
-              "exit %s, %s" % (r.rc, lines), r.describe())
-        m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)(?:\s+\d+)?\s+process_vm_readv$", open(f).read(), re.M)
-        check(m, "no process_vm_readv count from strace -c", open(f).read())
-        calls = int(m.group(1))
-        check(calls < 5000, "%d process_vm_readv calls to look among %d processes" % (calls, count))
+        seen = []
+        for spec in ("<0.99999999.0>", "xb_no_such_name"):
+            f = os.path.join(tmpdir(), "strace")
+            r = run_cmd([strace, "-f", "-c", "-e", "trace=process_vm_readv", "-o", f, tool_path(TOOL),
+                         "--contents", spec, str(vm.pid)], timeout=60 * time_scale())
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc == 2 and len(lines) == 1 and spec in lines[0], "--contents of no such process %s: "
+                  "exit %s, %s" % (spec, r.rc, lines), r.describe())
+            m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)(?:\s+\d+)?\s+process_vm_readv$", open(f).read(),
+                          re.M)
+            check(m, "no process_vm_readv count from strace -c", open(f).read())
+            calls = int(m.group(1))
+            check(calls < 5000, "%d process_vm_readv calls to look for %s among %d processes" % (calls, spec, count))
+            seen.append("%d for %s" % (calls, spec))
         pid = vm.eval("pid_to_list(spawn(fun() -> receive stop -> ok end end))").strip().strip('"')
         r2 = heapsample(vm, "--contents", pid)
         check(pid in r2.out + r2.err, "--contents %s does not name it" % pid, r2.describe())
-        log("%d processes: %d process_vm_readv calls for a pid none has" % (count, calls))
+        # the batched name lookup finds a name (and its owner, not a neighbour)
+        named = vm.eval("P = spawn(fun() -> receive stop -> ok end end), true = register(xb_found_me, P), "
+                        "pid_to_list(P)").strip().strip('"')
+        r3 = heapsample(vm, "--contents", "xb_found_me")
+        check(named in r3.out + r3.err, "--contents xb_found_me does not name %s" % named, r3.describe())
+        log("%d processes: process_vm_readv calls %s" % (count, ", ".join(seen)))
 
 
 @per_vm(only=["stock"])
