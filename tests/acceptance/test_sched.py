@@ -17,8 +17,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_formats import (frame_titles, check_svg_file, load_speedscope, pprof_traces, speedscope_validator,  # noqa: E402
                           validate)
-from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool, timeout, tmpdir,  # noqa: E402
-                    wait_for)
+from xbtest import (asan, SKIP_REASONS, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool,  # noqa: E402
+                    timeout, tmpdir, wait_for)
 from xbsample import build_sched_nif, scheduler_tids, thread_names  # noqa: E402
 
 TOOL = "erlang-sample"
@@ -759,7 +759,7 @@ def bif_truth(vm, last_ns):
     return truth[0]
 
 
-@per_vm(only=["stock", "otp25-emu-dwarf"])
+@per_vm(only=["stock", "otp25-emu-dwarf", "otp27-jit", "otp29-jit", "otp29-jit-stripped"])
 @timeout(180)
 def test_long_bif_calls(target):
     """Long calls of a BIF, not a NIF: erlang:external_size/1 of a list of
@@ -780,7 +780,11 @@ def test_long_bif_calls(target):
     can hold more than the BIF, the process scheduled out before it, seen
     on a loaded CI machine: 11.8 ms timed around a call bounded [3.1, 5.3]
     ms); and nearly all the timed calls of 5 ms or more inside the
-    reported span are reported."""
+    reported span are reported.  A stripped OTP 29 beam has no symbol for
+    external_size_1: there the calls are "[unknown]" in beam.smp, told apart
+    and bounded all the same (the identity is the process's, not the
+    name's)."""
+    fname = "[unknown]" if SKIP_REASONS["stripped-otp29"][1](target) else "external_size_1"
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_longbif:start(3000000)")
         wait_running(vm, "xb_longbif")
@@ -792,7 +796,7 @@ def test_long_bif_calls(target):
         r = sample(vm, "-d", "3", "--long-calls", "--long-calls-ms", "0.001", "--format", "json", "-t", "100000")
         doc = json.loads(r.out)
         mine = [c for c in doc["long_calls"] if c["pid"] == pid]
-        calls = [c for c in mine if c["function"] == "external_size_1"]
+        calls = [c for c in mine if c["function"] == fname]
         long_ones = sum(1 for c in calls if c["min_ms"] >= 2)
         check(long_ones >= 20, "only %d calls of 2 ms or more of xb_longbif in 3 s" % long_ones, r.out[:3000])
         truth = bif_truth(vm, max(c["last_ns"] for c in calls))
@@ -801,7 +805,7 @@ def test_long_bif_calls(target):
               % lengths[len(lengths) // 2])
         floor = 0.8 * lengths[0] - SLACK_NS / 1e6
         bad = [("wrong function, caller, process or scheduler", c) for c in mine
-               if c["min_ms"] >= 2 and not (c["function"] == "external_size_1" and c["library"] == "beam.smp" and
+               if c["min_ms"] >= 2 and not (c["function"] == fname and c["library"] == "beam.smp" and
                                             c["caller"] == "xb_longbif:loop/3" and c["name"] == "xb_longbif" and
                                             re.match(r"^\d+$", c["scheduler"]) and c["off_cpu"] is False)]
         held = [0] * len(truth)
@@ -826,9 +830,9 @@ def test_long_bif_calls(target):
         seen = sum(1 for i in span if held[i])
         check(len(span) >= 10 and seen >= 0.8 * len(span), "of the %d calls of 5 ms or more timed inside the "
               "reported span, %d reported" % (len(span), seen))
-        log("%d calls of external_size_1 from xb_longbif:loop/3 (timed: fastest %.1f ms, median %.1f ms); %d of "
+        log("%d calls of %s from xb_longbif:loop/3 (timed: fastest %.1f ms, median %.1f ms); %d of "
             "the %d calls of 5 ms or more timed in their span reported, each within one, none split; e.g. "
-            "[%s, %s] ms" % (len(calls), lengths[0], lengths[len(lengths) // 2], seen, len(span),
+            "[%s, %s] ms" % (len(calls), fname, lengths[0], lengths[len(lengths) // 2], seen, len(span),
                              calls[0]["min_ms"], calls[0]["max_ms"]))
 
 
