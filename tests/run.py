@@ -765,15 +765,22 @@ def main():
                 spec = getattr(item.fn, "xb_per_vm", None) or {}
                 return (args.asan_all or item.target is None or getattr(item.fn, "xb_asan", None)
                         or not any(spec.get(k) for k in ("flavor", "debug", "only", "exclude")))
-            on = {}
+            on, own = {}, {}
             for item in items:
-                if item.fn is None or item.target is None or item.target.name not in ASAN_TARGETS:
+                if item.fn is None or item.target is None or not eligible(item):
                     continue
-                if not eligible(item):
+                if item.target.name not in ASAN_TARGETS:
+                    # a test marked @asan for a path only other VMs have
+                    # (a DWARF build's offsets, a JIT with DWARF...): on
+                    # its own first target, not dropped in silence
+                    if not (item.skip or item.fail) and item.fn not in own:
+                        own[item.fn] = item.target.name
                     continue
                 prev = on.get(item.fn)
                 if prev is None or ASAN_TARGETS.index(item.target.name) > ASAN_TARGETS.index(prev):
                     on[item.fn] = item.target.name
+            for fn, name in own.items():
+                on.setdefault(fn, name)
             k = -1
             for item in items:
                 if item.fail or item.skip or getattr(item.fn, "xb_no_asan", None) or not eligible(item):
