@@ -5,6 +5,7 @@
 #include "xb/names.h"
 #include "xb/procmaps.h"
 #include "xb/common.h"
+#include "xb/cli.h"
 #include "xb/term.h"
 
 #include <stdio.h>
@@ -1130,19 +1131,51 @@ int xb_ptab_find_name(struct xb_ptab *t, const char *name, uint32_t *slot)
 	return xb_fail("no process is registered as '%s' in this VM", name);
 }
 
+/* SPEC as a pid, "<A.B.C>" or "A.B.C" with each part decimal digits only:
+ * 1 (V filled), 0 (not shaped like a pid), or -1 (shaped like one, with a
+ * part past 32 bits: sscanf's %u took <0.4294967297.0> for <0.1.0> and
+ * <0.-1.0> for <0.4294967295.0>). */
+static int pid_spec(const char *spec, uint64_t v[3])
+{
+	size_t len = strlen(spec);
+	const char *p = spec, *end = spec + len;
+	if (len > 2 && spec[0] == '<' && spec[len - 1] == '>')
+		p++, end--;
+	bool big = false;
+	for (int i = 0; i < 3; i++) {
+		const char *q = memchr(p, '.', (size_t)(end - p));
+		if (i == 2)
+			q = q ? NULL : end; /* the last part: no dot after it */
+		if (!q || q == p || strspn(p, "0123456789") < (size_t)(q - p))
+			return 0;
+		char part[24];
+		size_t n = (size_t)(q - p);
+		if (n >= sizeof(part))
+			big = true;
+		else {
+			memcpy(part, p, n);
+			part[n] = 0;
+			if (xb_parse_u64(part, 0, UINT32_MAX, &v[i]) < 0)
+				big = true;
+		}
+		p = q + 1;
+	}
+	return big ? -1 : 1;
+}
+
 static int find_once(struct xb_ptab *t, const char *spec, uint32_t *slot)
 {
-	unsigned node, num, ser;
-	int end = 0;
-	size_t len = strlen(spec);
-	bool angle = len > 2 && spec[0] == '<' && spec[len - 1] == '>';
-	if ((angle ? sscanf(spec, "<%u.%u.%u>%n", &node, &num, &ser, &end)
-		   : sscanf(spec, "%u.%u.%u%n", &node, &num, &ser, &end)) == 3 &&
-	    (size_t)end == len) {
+	uint64_t v[3];
+	int shape = pid_spec(spec, v);
+	if (shape < 0)
+		return xb_fail("%s: a part of it is past 2^32, so no process has it; a pid is <0.N.S> as the VM "
+			       "prints it", spec);
+	if (shape > 0) {
+		uint64_t node = v[0], num = v[1], ser = v[2];
 		if (node != 0)
 			return xb_fail("%s is a pid of another node; pass a process of this VM "
 				       "(<0.N.S>)", spec);
-		if (xb_ptab_find_pid(t, num, (long)ser, slot) < 0) {
+		if (xb_ptab_find_pid(t, (unsigned)num, (long)ser, slot) < 0) {
 			char why[512];
 			snprintf(why, sizeof(why), "%s", xb_err());
 			xb_fail("%s; erlang-heapsample lists the processes", why);

@@ -1193,6 +1193,29 @@ def test_pid_lookup_reads_in_batches(target):
 
 @per_vm(only=["stock"])
 @timeout(120)
+def test_pid_spec_past_32_bits_refused(target):
+    """A pid on the command line (erlang-heapsample --contents, erlang-sample
+    --dump) whose number or serial does not fit 32 bits, or is negative, is
+    refused with one line (exit 2, erlang-sample --dump 1 as for any
+    process it cannot find), nothing on stdout: sscanf's %u took <0.4294967297.0> for
+    <0.1.0> and showed that process (it exists in every VM: the code
+    purger), <0.-1.0> for <0.4294967295.0>.  <0.1.0> itself is shown."""
+    with VM(target) as vm:
+        for spec in ("<0.4294967297.0>", "<0.1.4294967296>", "0.4294967297.0", "<0.-1.0>",
+                     "<0.99999999999999999999999.0>"):
+            for tool, args, rc in ((TOOL, ["--contents", spec, str(vm.pid)], 2),
+                                   ("erlang-sample", ["--dump", str(vm.pid), spec], 1)):
+                r = run_tool(tool, *args, timeout=30)
+                lines = [l for l in r.err.splitlines() if l.strip()]
+                check(r.rc == rc and len(lines) == 1 and spec in lines[0] and not r.out.strip(),
+                      "%s %s: exit %s, %d lines, stdout %r" % (tool, " ".join(args), r.rc, len(lines), r.out[:200]),
+                      r.describe())
+        r = heapsample(vm, "--contents", "<0.1.0>")
+        check("<0.1.0>" in r.out, "--contents <0.1.0> does not show it", r.describe())
+
+
+@per_vm(only=["stock"])
+@timeout(120)
 def test_output_file_written_atomically(target):
     """README: `-o FILE` writes atomically.  FILE, there before the run,
     holds its old content or the whole new output, never a part: polled
