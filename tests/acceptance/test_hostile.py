@@ -148,10 +148,12 @@ def all_tools(pid):
             (HEAP, [pid]), (HEAP, ["--alloc", pid]), (HEAP, ["--contents", "<0.1.0>", pid])]
 
 
-def secret_file(d, name="secret", mode=0o600):
+def secret_file(d, name="secret", mode=0o600, before=""):
+    """A root-only file holding SECRET (after BEFORE: a file the parser
+    that reads it would take, so that a read shows)."""
     p = os.path.join(d, name)
     with open(p, "w") as f:
-        f.write("%s\n" % SECRET)
+        f.write("%s%s\n" % (before, SECRET))
     os.chmod(p, mode)
     return p
 
@@ -183,6 +185,9 @@ def test_release_files_hostile():
     d = tmpdir()
     exe = build_fixture(os.path.join(d, "vm"))
     sec = secret_file(d)
+    # start_erl.data is "ERTS_VSN REL_VSN": the secret as the release,
+    # which --check would print were the file read
+    sec_erl = secret_file(d, "secret_erl", before="13.1.5 ")
     secdir = os.path.join(d, "secretdir")
     os.makedirs(os.path.join(secdir, "25"))
     with open(os.path.join(secdir, "start_erl.data"), "w") as f:
@@ -193,7 +198,7 @@ def test_release_files_hostile():
     cases = [
         ("start_erl.data is a FIFO", lambda p: os.mkfifo(p)),
         ("start_erl.data -> /dev/zero", lambda p: os.symlink("/dev/zero", p)),
-        ("start_erl.data -> a root-only file", lambda p: os.symlink(sec, p)),
+        ("start_erl.data -> a root-only file", lambda p: os.symlink(sec_erl, p)),
     ]
     for what, make in cases:
         root = release_root(os.path.join(d, "c%d" % cases.index((what, make))))
