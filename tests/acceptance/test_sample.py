@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+import xbtest  # noqa: E402
 from xbtest import (asan, bpf_refused, VM, check, log, nobody_copy, per_vm, run_cmd, run_tool, skip_because,
                     spawn_tool, time_scale, tmpdir, tool_path, wait_for, SKIP_REASONS)
 
@@ -727,6 +728,7 @@ def take_pid(pid, seconds=5.0):
                   "root in the initial PID namespace" % e)
         p = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
         if p.pid == pid:
+            xbtest._track(p, "busy loop at the reused PID")
             return p
         p.kill()
         p.wait()

@@ -32,6 +32,7 @@ import re
 import subprocess
 import time
 
+import xbtest
 from xbtest import WORKLOADS, check, log, run_cmd, run_tool, time_scale, wait_for
 
 TOOL = "erlang-sample"
@@ -446,8 +447,11 @@ class Hogs:
 
     def __enter__(self):
         for _ in range(self.n):
-            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"],
-                                               start_new_session=True))
+            p = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+            # killed by run.py after the test even if the test was (a hog
+            # left behind loads every later test)
+            xbtest._track(p, "hog")
+            self.procs.append(p)
         time.sleep(0.3)
         return self
 
@@ -458,4 +462,5 @@ class Hogs:
             except OSError:
                 pass
             p.wait()
+            xbtest._untrack(p)
         return False
