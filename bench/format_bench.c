@@ -159,10 +159,11 @@ int main(int argc, char **argv)
 	uint64_t nsamples = 60ull * 16 * 997, seed = 1;
 	double skew = 1.0;
 	const char *dir = "/tmp";
+	int keep = 0; /* --keep: the last round's files stay in DIR (the suite reads them back) */
 	static const struct option longopts[] = {
 		{ "rounds", 1, 0, 'r' }, { "stacks", 1, 0, 'k' }, { "samples", 1, 0, 'n' },
 		{ "skew", 1, 0, 'z' },   { "seed", 1, 0, 's' },   { "dir", 1, 0, 'd' },
-		{ 0, 0, 0, 0 },
+		{ "keep", 0, 0, 'K' },   { 0, 0, 0, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -173,9 +174,10 @@ int main(int argc, char **argv)
 		case 'z': skew = strtod(optarg, NULL); break;
 		case 's': seed = strtoull(optarg, NULL, 10); break;
 		case 'd': dir = optarg; break;
+		case 'K': keep = 1; break;
 		default:
 			fprintf(stderr, "usage: format_bench [--rounds N] [--stacks N] [--samples N] "
-					"[--skew S] [--seed S] [--dir DIR]\n");
+					"[--skew S] [--seed S] [--dir DIR] [--keep]\n");
 			return 2;
 		}
 	}
@@ -250,7 +252,8 @@ int main(int argc, char **argv)
 				struct stat st;
 				if (r == rounds && stat(path, &st) == 0)
 					size[k] = st.st_size;
-				unlink(path);
+				if (!keep || r != rounds)
+					unlink(path);
 			}
 			if (r)
 				ms[k][r - 1] = now_ms() - a;

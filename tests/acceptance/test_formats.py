@@ -185,12 +185,23 @@ def validate(validator, doc, what):
         what, "; ".join("%s: %s" % ("/".join(map(str, e.path)), e.message) for e in errors[:5])))
 
 
+_VALIDATOR = []
+
+
 def load_speedscope(path):
+    """The speedscope document at PATH, checked: valid UTF-8, no raw
+    control characters, and valid against speedscope's schema (issue 10:
+    every speedscope file the suite writes; each reader goes through
+    here)."""
     raw = open(path, "rb").read()
     text = raw.decode("utf-8")  # strict: the file must be valid UTF-8
     for ch in text:
         check(ord(ch) >= 0x20 or ch == "\n", "raw control character %r in the JSON" % ch)
-    return json.loads(text)
+    doc = json.loads(text)
+    if not _VALIDATOR:
+        _VALIDATOR.append(speedscope_validator())
+    validate(_VALIDATOR[0], doc, path)
+    return doc
 
 
 def stacks_of(doc, prof):
@@ -814,11 +825,18 @@ def test_format_bench_size_bound():
     """bench/format_bench prints each writer's cost and then the flame
     graph's size against the 10 MB bound for 50,000 distinct stacks (and
     the worst cases), and exits non-zero when a writer fails (an
-    unwritable --dir)."""
+    unwritable --dir).  The speedscope and pprof files it wrote (--keep)
+    are read by their consumers: speedscope's schema, go tool pprof."""
     bench = os.path.join(build_dir(), "format_bench")
-    r = run_cmd([bench, "--rounds", "1", "--stacks", "2000", "--samples", "100000", "--dir", tmpdir()],
+    kept = tmpdir()
+    r = run_cmd([bench, "--rounds", "1", "--stacks", "2000", "--samples", "100000", "--dir", kept, "--keep"],
                 timeout=200)
     check(r.rc == 0, "format_bench failed", r.describe() + r.out)
+    written = {f.split(".", 2)[2]: os.path.join(kept, f) for f in os.listdir(kept) if f.startswith("format_bench.")}
+    check({"speedscope.json", "pb.gz"} <= set(written), "format_bench --keep left %s" % sorted(written))
+    validate(speedscope_validator(), load_speedscope(written["speedscope.json"]), written["speedscope.json"])
+    rows, _ = pprof_top(written["pb.gz"])
+    check(len(rows) >= 5, "go tool pprof -top: %d rows from the bench's profile" % len(rows))
     # the cost table: a row per writer (and the blame filter), median and
     # min milliseconds, bytes, and the ratio to the folded writer's time
     costs = dict(re.findall(r"^(table|folded|flamegraph|speedscope|pprof|blame filter \(memory\))\s+"

@@ -827,6 +827,7 @@ def test_wakeup(target):
         # than fill half a ring within a drain interval.
         # "default": the perf path's timer (its reads at the sample wake
         # a reader per sample by design: test_capture.py)
+        bpf = None
         for tag, args in (("bpf", []), ("default", ["--capture", "perf", "--perf-read", "later"])):
             errtext = measure(tag, 2000, args)
             if tag == "bpf":
@@ -874,6 +875,10 @@ def test_wakeup(target):
         check(0.4 * 25 <= g_w <= 1.6 * 25 + 0.06 * g_s and g_w <= 0.5 * d_w,
               "--drain-ms 40 woke the tool %.0f times a second for %.0f samples a second (about 25, and "
               "under half the default's %.0f)" % (g_w, g_s, d_w))
+        if not bpf:
+            # the BPF drain's rate went unchecked: said, not passed in
+            # silence (a FAIL where this kernel loads the program)
+            skip_because("no-bpf", target, "the default capture was perf: the BPF drain's 10 ms not checked")
 
 
 @per_vm(flavor="emu")
