@@ -21,8 +21,8 @@ from xbtest import (asan, bpf_refused, VM, check, derived_target, log, no_asan, 
                     run_cmd,
                     run_tool, sample_stats, skip_because, spawn_tool, time_scale, timeout, tmpdir,
                     tool_path, untraced_leak_check, wait_for)
-from xbsample import (TOOL, SplitClock, check_drops, check_frame_addresses, check_no_garbage, function_starts,
-                      parse_folded, parse_table, sample, scheduler_cpu_ns, stats, wait_running,
+from xbsample import (TOOL, SplitClock, has_pmu, check_drops, check_frame_addresses, check_no_garbage,
+                      function_starts, parse_folded, parse_table, sample, scheduler_cpu_ns, stats, wait_running,
                       wait_sampling)
 
 PERFMAP = "erlang-write-perf-map"
@@ -305,15 +305,6 @@ def test_callers_unknown_note(target):
               % (m.group(1), pct), r.err)
         log("%d of %d samples with only the innermost function (%.0f %%): noted" %
             (st["partial"], st["processed"], pct))
-
-
-def has_pmu():
-    """Does this machine have a hardware cycles event?  Independent check:
-    perf stat (linux-perf) opening 'cycles' on a trivial command."""
-    perf = need("perf", "linux-perf")
-    r = run_cmd([perf, "stat", "-x,", "-e", "cycles", "--", "true"], timeout=30)
-    line = next((l for l in r.err.splitlines() if "cycles" in l), "")
-    return bool(line) and "<not supported>" not in line and "<not counted>" not in line
 
 
 @no_asan("timing or counting semantics; the code paths it runs also run sanitized in other tests")

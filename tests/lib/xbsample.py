@@ -29,6 +29,7 @@ with nothing:
 
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -435,6 +436,18 @@ def check_frame_addresses(frames, truth, what):
     check(not wrong, "%s: %d of %d Erlang frames are not at the address of the function "
           "they name" % (what, len(wrong), len(frames)), "\n".join(wrong[:10]))
     log("%s: %d Erlang frames at their functions' addresses" % (what, len(frames)))
+
+
+def has_pmu():
+    """Does this machine have a hardware cycles event?  Independent check:
+    perf stat (linux-perf) opening 'cycles' on a trivial command."""
+    perf = shutil.which("perf")
+    if not perf:
+        xbtest.skip_because("needs-package", None, "perf (linux-perf) is not installed; tests/run-all.sh "
+                            "installs it")
+    r = run_cmd([perf, "stat", "-x,", "-e", "cycles", "--", "true"], timeout=30)
+    line = next((l for l in r.err.splitlines() if "cycles" in l), "")
+    return bool(line) and "<not supported>" not in line and "<not counted>" not in line
 
 
 class Hogs:
