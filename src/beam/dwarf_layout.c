@@ -50,14 +50,21 @@ static bool member_offset(Dwarf_Die *m, int64_t *off)
 /* Anonymous members nest a few levels in erts (struct process: common.u
  * .alive); the DWARF is the target's file, so the depth is bounded. */
 #define MAX_ANON_DEPTH 8
+/* ...and not the work either: K anonymous members at each of those levels
+ * are K^8 visits for a name that is not there (16^8: minutes per field,
+ * so a hostile beam hung attach).  A member of OTP's struct process is
+ * found within a few hundred. */
+#define MAX_MEMBER_VISITS 10000
 
 static bool find_member(Dwarf_Die *agg, const char *name, size_t len, Dwarf_Die *out,
-			int64_t *off, int depth)
+			int64_t *off, int depth, unsigned *visits)
 {
 	Dwarf_Die child;
 	if (depth > MAX_ANON_DEPTH || dwarf_child(agg, &child) != 0)
 		return false;
 	do {
+		if (++*visits > MAX_MEMBER_VISITS)
+			return false;
 		if (dwarf_tag(&child) != DW_TAG_member)
 			continue;
 		const char *n = dwarf_diename(&child);
@@ -75,7 +82,7 @@ static bool find_member(Dwarf_Die *agg, const char *name, size_t len, Dwarf_Die 
 			if (dwarf_attr(&child, DW_AT_type, &a) && dwarf_formref_die(&a, &t) &&
 			    peel(&t) == 0 && is_aggregate(dwarf_tag(&t))) {
 				int64_t sub = *off + moff;
-				if (find_member(&t, name, len, out, &sub, depth + 1)) {
+				if (find_member(&t, name, len, out, &sub, depth + 1, visits)) {
 					*off = sub;
 					return true;
 				}
@@ -100,7 +107,8 @@ static int64_t resolve(Dwarf_Die *type, const char *path)
 		if (!is_aggregate(dwarf_tag(&cur)))
 			return XB_NOFIELD;
 		Dwarf_Die m;
-		if (!find_member(&cur, path, len, &m, &off, 0))
+		unsigned visits = 0;
+		if (!find_member(&cur, path, len, &m, &off, 0, &visits))
 			return XB_NOFIELD;
 		path += len;
 		if (*path == '.')

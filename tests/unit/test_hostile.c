@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -476,6 +477,60 @@ static void t_copy_holds(void)
 	CHECK(!xb_copy_holds(sp, 0, sp, 8), "no copy");
 }
 
+/* ---- DWARF: anonymous members fanned out ---- */
+
+/* A beam's DWARF whose struct process has 8 anonymous members of a struct
+ * with 8 anonymous members, 8 levels down, none named (gcc
+ * -fms-extensions, empty structs: no member name repeats): every field
+ * looked up and not there walked all 8^8 of them, over a minute of
+ * attach for this file, hours for 16 a level.  Now each lookup stops
+ * after MAX_MEMBER_VISITS (dwarf_layout.c). */
+static void t_dwarf_fanout(void)
+{
+	char dir[] = "/tmp/xb-unit-fanout-XXXXXX", src[64], obj[64], cmd[256];
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(src, sizeof(src), "%s/fan.c", dir);
+	snprintf(obj, sizeof(obj), "%s/fan.so", dir); /* linked: a .o's strp names are unrelocated */
+	FILE *f = fopen(src, "w");
+	CHECK(f, "%s: %s", src, strerror(errno));
+	if (!f)
+		goto out;
+	fprintf(f, "struct L8 { };\n");
+	for (int i = 7; i >= 0; i--) {
+		fprintf(f, i ? "struct L%d {" : "struct process {", i);
+		for (int k = 0; k < 8; k++)
+			fprintf(f, " struct L%d;", i + 1);
+		fprintf(f, " };\n");
+	}
+	fprintf(f, "struct process xb_fanout;\n");
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cc -g -fms-extensions -shared -nostdlib -o '%s' '%s'", obj, src);
+	CHECK(system(cmd) == 0, "%s failed", cmd);
+	int fd = open(obj, O_RDONLY);
+	Dwarf *dw = fd >= 0 ? dwarf_begin(fd, DWARF_C_READ) : NULL;
+	CHECK(dw, "no DWARF in %s", obj);
+	if (dw) {
+		struct timespec a, b;
+		int64_t off[XB_F_COUNT];
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+		int found = xb_dwarf_layout(dw, off);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+		double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+		/* (struct process's size, 0, is all it has) */
+		CHECK(found <= 1 && off[XB_F_PROC_I] == XB_NOFIELD, "%d fields found in a struct with no member "
+		      "names", found);
+		CHECK(s < 2.0, "the layout of a fanned-out struct process took %.1f s of CPU", s);
+		dwarf_end(dw);
+	}
+	if (fd >= 0)
+		close(fd);
+out:
+	rmtree(dir);
+}
+
 void hostile_cases(void)
 {
 	run_case("stack_copy_bounds", t_copy_holds);
@@ -485,6 +540,7 @@ void hostile_cases(void)
 	run_case("sanitize_messages", t_sanitize);
 	run_case("perfmap_escape", t_perfmap_escape);
 	run_case("dwarf_validate_offsets", t_dwarf_validate);
+	run_case("dwarf_anonymous_fanout_bounded", t_dwarf_fanout);
 	run_case("codemap_entry_budget", t_codemap_budget);
 	run_case("ivset_against_a_bitmap", t_ivset_model);
 	run_case("ivset_front_inserts", t_ivset_front_inserts);
