@@ -72,8 +72,11 @@ static void refuse(const char *what)
 	cur->refused++;
 	if (!cur->refusal[0]) /* cut to fit, said with a precision (-O3 warns otherwise) */
 		snprintf(cur->refusal, sizeof(cur->refusal), "%.*s", (int)sizeof(cur->refusal) - 1, what);
-	if (xb_verbose)
-		fprintf(stderr, "note: %s\n", what);
+	if (xb_verbose) { /* (paths from the target's maps file) */
+		char safe[600];
+		xb_sanitize(what, safe, sizeof(safe));
+		fprintf(stderr, "note: %s\n", safe);
+	}
 }
 
 /* Open module files inside the target's root (containers and chroots

@@ -45,13 +45,12 @@ static const char *plus(int64_t b, char *buf, size_t len)
 	return buf;
 }
 
-/* No control character reaches a terminal. */
+/* No control character reaches a terminal: C0, DEL, C1 (U+0080..U+009F,
+ * which some terminals take as escapes) and bytes that are not UTF-8 are
+ * replaced (xb_sanitize). */
 static const char *clean(const char *s, char *buf, size_t len)
 {
-	size_t k = 0;
-	for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c && k + 1 < len; c++)
-		buf[k++] = (char)(*c < 0x20 || *c == 0x7f ? '?' : *c);
-	buf[k] = 0;
+	xb_sanitize(s ? s : "", buf, len);
 	return buf;
 }
 

@@ -1498,3 +1498,63 @@ def test_implausible_dwarf_process_size_not_used(target):
         check(r.rc == 0 and len(warn.findall(r.err)) == 1 and len(procs) >= 5,
               "erlang-heapsample: exit %s, not one warning, or not 5 processes" % r.rc, r.describe() + r.out)
         log("hot_a + hot_b: %d samples; %s" % (hot, warn.search(r.err).group(0)))
+
+
+# what a terminal would act on: C0 controls but newline and tab, DEL, and
+# C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F: CSI and OSC to some)
+RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+@per_vm(only=["stock", "otp25-emu-dwarf"])
+@timeout(180)
+def test_control_characters_from_the_vm_never_printed(target):
+    """Names read from a real VM carry whatever bytes its atoms hold: a
+    module and a function made at run time (compile:forms) whose names
+    hold ESC sequences, a newline, BEL and U+009B (CSI), run busy by a
+    process registered under such a name too.  No output of any tool --
+    the table, --by process, folded, --pstack, --dump as text and JSON,
+    the perf map, erlang-heapsample's table, CSV and JSON, --contents,
+    and every stderr -- holds a raw control character (issue 10: "a name
+    read from the VM never reaches a terminal or a file with control
+    characters in it"), and each shows the process (its names escaped,
+    not dropped)."""
+    with VM(target, schedulers=2) as vm:
+        pid = vm.eval(
+            'M = xb_esc, F = list_to_atom("spin\\n\\e[2J" ++ [16#9B] ++ "x" ++ [7]), '
+            'Forms = [{attribute,1,module,M}, {attribute,1,export,[{F,1}]}, '
+            '{function,1,F,1,[{clause,1,[{var,1,\'N\'}],[],'
+            '[{call,1,{atom,1,F},[{op,1,\'+\',{var,1,\'N\'},{integer,1,1}}]}]}]}], '
+            '{ok,M,Bin} = compile:forms(Forms), {module,M} = code:load_binary(M, "xb_esc.erl", Bin), '
+            'P = spawn(M, F, [0]), '
+            'true = register(list_to_atom("xb_reg\\e]0;owned" ++ [7, 16#9B]), P), pid_to_list(P)'
+        ).strip().strip('"')
+        check(pid.startswith("<0."), "the workload did not start: %s" % pid)
+        d = tmpdir()
+        mpath = os.path.join(d, "perf.map")
+        runs = [(SAMPLE, ["-d", "1"]), (SAMPLE, ["-d", "1", "--by", "process"]),
+                (SAMPLE, ["-d", "1", "--format", "folded"]), (SAMPLE, ["--pstack"]),
+                (SAMPLE, ["--dump"]), (SAMPLE, ["--dump", "--format", "json"]),
+                (PERFMAP, ["-o", mpath]), (HEAP, ["-t", "0"]), (HEAP, ["-t", "0", "--format", "csv"]),
+                (HEAP, ["-t", "0", "--format", "json"]), (HEAP, ["--contents", pid])]
+        seen = []
+        for tool, args in runs:
+            argv = [tool_path(tool)] + args + [str(vm.pid)]
+            if tool == HEAP and args[:1] == ["--contents"]:
+                argv = [tool_path(tool), "--contents", pid, str(vm.pid)]
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 * time_scale())
+            what = "%s %s" % (tool, " ".join(args))
+            out = open(mpath, "rb").read() if tool == PERFMAP else p.stdout
+            check(p.returncode == 0, "%s: exit %s" % (what, p.returncode), p.stderr.decode(errors="replace"))
+            for name, data in (("output", out), ("stderr", p.stderr)):
+                m = RAW_CONTROL.search(data)
+                check(not m, "%s: a raw control character %r in its %s" % (what, m and m.group(0), name),
+                      data[max(0, (m.start() if m else 0) - 200):(m.end() if m else 0) + 200].decode(errors="replace"))
+            # the process is shown, its names escaped (xb_esc, xb_reg in
+            # some spelling), not dropped
+            text = out.decode(errors="replace")
+            want = pid if args[:1] == ["--contents"] else "xb_reg" if tool == HEAP else "xb_esc"
+            check(want in text, "%s: %s not shown" % (what, want), text[:2000])
+            seen.append(what)
+        line = [l for l in open(mpath, errors="replace") if "xb_esc" in l]
+        check(line, "the perf map has no line for xb_esc")
+        log("no raw control character in %d outputs; e.g. the perf map's %r" % (len(seen), line[0].strip()))
