@@ -305,6 +305,12 @@ int main(int argc, char **argv)
 		xb_vm_detach(&vm);
 		return 1;
 	}
+	/* A rewrite that fails (a full disk) leaves the last map in place and
+	 * is tried again at each interval: said once when it starts failing,
+	 * once when it works again, and if the map is still behind when the
+	 * watch ends, that is the run's result (exit 1), not a warning lost
+	 * in a scroll-back. */
+	char behind[512] = "";
 	while (watch && !xb_stop_requested) {
 		usleep((useconds_t)interval_ms * 1000);
 		if (!xb_vm_alive(&vm)) {
@@ -319,14 +325,25 @@ int main(int argc, char **argv)
 		if (write_once(&vm, out, flags, &next) < 0) {
 			if (!xb_vm_alive(&vm) || xb_interrupted)
 				break;
-			fprintf(stderr, "erlang-write-perf-map: warning: %s (will retry)\n", xb_err());
+			if (!behind[0])
+				fprintf(stderr, "erlang-write-perf-map: warning: %s; the map keeps its last "
+						"contents, retrying\n", xb_err());
+			snprintf(behind, sizeof(behind), "%s", xb_err());
 			continue;
 		}
+		if (behind[0])
+			fprintf(stderr, "erlang-write-perf-map: %s is up to date again\n", out);
+		behind[0] = 0;
 		xb_codemap_free(&cm);
 		cm = next;
 	}
 	xb_codemap_free(&cm);
 	xb_vm_detach(&vm);
 	xb_overruns_report(stderr, "erlang-write-perf-map");
+	if (behind[0]) {
+		xb_fail("the map is behind the VM's code: its last rewrite failed: %s", behind);
+		xb_report_failure("erlang-write-perf-map", 1);
+		return 1;
+	}
 	return 0;
 }

@@ -13,13 +13,14 @@ f. EXTROSPECT_RANGES_BY_REFS=1 yields the identical map.
 """
 
 import collections
+import errno
 import os
 import signal
 import stat
 import time
 
-from xbtest import (asan, VM, check, log, per_vm, read_perf_map, run_tool, skip_because, spawn_tool,
-                    tmpdir, wait_file_stable, wait_for, parse_perf_map)
+from xbtest import (asan, VM, check, log, per_vm, read_perf_map, run_cmd, run_tool, skip_because, spawn_tool,
+                    timeout, tmpdir, wait_file_stable, wait_for, parse_perf_map)
 
 TOOL = "erlang-write-perf-map"
 PROLOGUE = "-CodeInfoPrologue"
@@ -423,6 +424,80 @@ def test_watch_follows_loading_and_stops_with_vm(target):
         finally:
             if p.poll() is None:
                 p.kill()
+
+
+def fill(directory):
+    """Fill the file system of DIRECTORY (a small tmpfs) to the last byte:
+    the filler's path."""
+    path = os.path.join(directory, "filler")
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as e:
+            check(e.errno == errno.ENOSPC, "filling %s: %s" % (directory, e))
+    try:
+        with open(path, "ab", buffering=0) as f:
+            while True:
+                f.write(b"\0")
+    except OSError:
+        pass
+    return path
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_watch_says_when_the_map_falls_behind(target):
+    """--watch on a file system that fills up: the rewrite that fails is
+    said once (not at every interval), the map on disk stays the last one
+    written, whole, with no temporary file beside it; once there is room
+    the map catches up and that is said; a map still behind when the
+    watch ends (the VM exits) makes the run fail with one line naming the
+    file (exit 1: it used to warn at each interval and exit 0)."""
+    with VM(target) as vm:
+        vm.wait_code_quiet()
+        small = os.path.join(tmpdir(), "small")
+        os.makedirs(small)
+        r = run_cmd(["mount", "-t", "tmpfs", "-o", "size=4m", "xbtest-small", small], timeout=20)
+        check(r.rc == 0, "mount a 4 MiB tmpfs", r.describe())
+        out = os.path.join(small, "watch.map")
+        p = spawn_tool(TOOL, "--watch", "--interval", "50", "-o", out, vm.pid)
+        try:
+            wait_watch_started(p, out)
+            first = open(out, "rb").read()
+            filler = fill(small)
+            vm.eval("xb_loader:load(xb_behind_a, 200)")
+            # ten intervals and more: one warning
+            time.sleep(1.0)
+            check(p.poll() is None, "--watch exited on a full disk (%s)" % p.returncode)
+            check(open(out, "rb").read() == first, "the map on disk changed while the disk was full")
+            check(sorted(os.listdir(small)) == ["filler", "watch.map"], "left on the full file system: %s"
+                  % sorted(os.listdir(small)))
+            os.unlink(filler)
+            check(wait_for(lambda: "xb_behind_a:f200/0" in map_names(out), 5),
+                  "the map did not catch up within 5 s of the room coming back")
+            # behind again when the VM exits
+            fill(small)
+            vm.eval("xb_loader:load(xb_behind_b, 200)")
+            time.sleep(0.3)
+            vm.kill()
+            rc = p.wait(10)
+            err = p.stderr.read().decode("utf-8", "replace")
+            lines = [l for l in err.splitlines() if l.strip()]
+            warned = [l for l in lines if "warning:" in l]
+            check(len(warned) == 2 and all("No space" in l and out in l for l in warned),
+                  "want one warning each time the disk filled, naming the file: %r" % warned, err)
+            check(sum(1 for l in lines if "up to date again" in l) == 1, "the catching up not said", err)
+            check(rc == 1 and "the map is behind the VM's code" in lines[-1] and out in lines[-1],
+                  "--watch ended with the map behind: exit %s, last line %r" % (rc, lines[-1:]), err)
+            check("xb_behind_b:f1/0" not in map_names(out) and "xb_behind_a:f200/0" in map_names(out),
+                  "the map on disk is not the last one written")
+            log("a full disk: %s" % "; ".join(lines))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            run_cmd(["umount", small], timeout=20)
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])
