@@ -107,4 +107,24 @@ size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **ro
  * set, DST empty) when memory runs out. */
 int xb_profile_filter_blame(const struct xb_profile *src, const char *fn, struct xb_profile *dst);
 
+/* --blame FN that matches nothing: the names closest to it, offered one
+ * by one (native symbols and Erlang functions alike).  Closest: within
+ * max(1, len(FN)/3) edits of FN, or of FN's start (copy_struc ->
+ * copy_struct_x: one), an Erlang name compared without its arity when FN
+ * has none; nearest first, then shortest.  After those, the names that
+ * share the longest start with FN (4 characters or more).  Pure
+ * (unit-tested). */
+#define XB_NCLOSE 3
+struct xb_close_list {
+	char name[XB_NCLOSE][128];
+	unsigned score[XB_NCLOSE]; /* lower is closer */
+	int n;
+};
+struct xb_close {
+	struct xb_close_list edits, prefix;
+};
+void xb_close_offer(struct xb_close *c, const char *fn, const char *name);
+/* "a, b, c" into BUF (empty when none): XB_NCLOSE at most. */
+void xb_close_text(const struct xb_close *c, char *buf, size_t len);
+
 #endif

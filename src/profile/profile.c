@@ -265,6 +265,94 @@ bool xb_blame_match(const char *fn, const char *sym)
 	return false;
 }
 
+/* Levenshtein distance of A[0..la) and B[0..lb), both under 128. */
+static unsigned edits(const char *a, size_t la, const char *b, size_t lb)
+{
+	unsigned row[128];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diag = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* NAME into L by SCORE (ties: the shorter first), XB_NCLOSE kept. */
+static void close_insert(struct xb_close_list *l, const char *name, unsigned score)
+{
+	for (int k = 0; k < l->n; k++)
+		if (strcmp(l->name[k], name) == 0)
+			return;
+	int at = l->n;
+	while (at > 0 && (score < l->score[at - 1] ||
+			  (score == l->score[at - 1] && strlen(name) < strlen(l->name[at - 1]))))
+		at--;
+	if (at >= XB_NCLOSE)
+		return;
+	int last = l->n < XB_NCLOSE ? l->n : XB_NCLOSE - 1;
+	memmove(&l->name[at + 1], &l->name[at], (size_t)(last - at) * sizeof(l->name[0]));
+	memmove(&l->score[at + 1], &l->score[at], (size_t)(last - at) * sizeof(l->score[0]));
+	snprintf(l->name[at], sizeof(l->name[at]), "%s", name);
+	l->score[at] = score;
+	if (l->n < XB_NCLOSE)
+		l->n++;
+}
+
+void xb_close_offer(struct xb_close *c, const char *fn, const char *name)
+{
+	size_t lf = strlen(fn), ln = strlen(name);
+	if (lf < 4 || lf >= 128 || ln >= sizeof(c->edits.name[0]))
+		return;
+	size_t lcp = 0;
+	while (fn[lcp] && fn[lcp] == name[lcp])
+		lcp++;
+	if (lcp >= 4)
+		close_insert(&c->prefix, name, (unsigned)(128 - lcp));
+	/* "m:f" against "m:f/2" (and Elixir's Foo.bar/2): without the arity */
+	const char *slash = strrchr(name, '/');
+	if (!strchr(fn, '/') && slash && slash[1] && strspn(slash + 1, "0123456789") == strlen(slash + 1))
+		ln = (size_t)(slash - name);
+	unsigned limit = lf / 3 > 1 ? (unsigned)(lf / 3) : 1;
+	size_t gap = ln > lf ? ln - lf : lf - ln;
+	unsigned score = gap <= limit ? edits(fn, lf, name, ln) : limit + 1;
+	if (ln > lf) { /* FN's start: one more than what it takes */
+		unsigned pre = edits(fn, lf, name, lf) + 1;
+		if (pre < score)
+			score = pre;
+	}
+	if (score <= limit)
+		close_insert(&c->edits, name, score);
+}
+
+void xb_close_text(const struct xb_close *c, char *buf, size_t len)
+{
+	size_t used = 0;
+	int shown = 0;
+	if (len)
+		buf[0] = 0;
+	const struct xb_close_list *lists[] = { &c->edits, &c->prefix };
+	for (int li = 0; li < 2; li++)
+		for (int k = 0; k < lists[li]->n && shown < XB_NCLOSE && used < len; k++) {
+			bool dup = false;
+			for (int j = 0; li == 1 && j < c->edits.n; j++)
+				dup = dup || strcmp(c->edits.name[j], lists[li]->name[k]) == 0;
+			if (dup)
+				continue;
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", shown ? ", " : "", lists[li]->name[k]);
+			shown++;
+		}
+}
+
 bool xb_blame_kind(enum xb_frame_kind k)
 {
 	return k == XB_FK_NATIVE || k == XB_FK_JIT || k == XB_FK_ERLANG;

@@ -14,6 +14,7 @@
 #include "xb/cli.h"
 #include "xb/common.h"
 #include "xb/demangle.h"
+#include "xb/names.h"
 #include "xb/outfile.h"
 #include "xb/outputs.h"
 #include "xb/profile.h"
@@ -241,16 +242,12 @@ static const struct xb_cli cli = {
 };
 
 /* Is there any function FN matches (xb_blame_match) in the VM's modules
- * or the JIT's named code?  If not, the names that share the longest
- * prefix with FN (at least 4 characters) go to CLOSE, best first. */
+ * or the JIT's named code?  If not, the names closest to FN (Erlang
+ * functions and native symbols: xb_close_offer) go to CLOSE, best first. */
 static bool blame_target_exists(struct xb_session *s, const char *fn, char *close, size_t clen)
 {
-	enum { NCLOSE = 3 };
-	struct {
-		char name[128];
-		size_t lcp;
-	} best[NCLOSE] = { 0 };
-	char d[512];
+	struct xb_close best = { 0 };
+	char d[512], e[1200];
 	close[0] = 0;
 	for (size_t i = 0; i < s->cm.n; i++)
 		if (xb_blame_match(fn, s->cm.v[i].name))
@@ -264,26 +261,13 @@ static bool blame_target_exists(struct xb_session *s, const char *fn, char *clos
 			const char *name = xb_demangle(m->byaddr[i].name, d, sizeof(d));
 			if (xb_blame_match(fn, name))
 				return true;
-			size_t l = 0;
-			while (fn[l] && fn[l] == name[l])
-				l++;
-			if (l < 4 || strlen(name) >= sizeof(best[0].name))
-				continue;
-			for (int k = 0; k < NCLOSE; k++) {
-				if (strcmp(best[k].name, name) == 0)
-					break;
-				if (l > best[k].lcp) {
-					memmove(&best[k + 1], &best[k], (NCLOSE - 1 - (size_t)k) * sizeof(best[0]));
-					snprintf(best[k].name, sizeof(best[k].name), "%s", name);
-					best[k].lcp = l;
-					break;
-				}
-			}
+			xb_close_offer(&best, fn, name);
 		}
 	}
-	size_t used = 0;
-	for (int k = 0; k < NCLOSE && best[k].lcp && used < clen; k++)
-		used += (size_t)snprintf(close + used, clen - used, "%s%s", k ? ", " : "", best[k].name);
+	/* Erlang functions, as the profile spells them (Elixir's Foo.bar/1) */
+	for (size_t i = 0; i < s->cm.n; i++)
+		xb_close_offer(&best, fn, xb_elixir_name(s->cm.v[i].name, e, sizeof(e)));
+	xb_close_text(&best, close, clen);
 	return false;
 }
 

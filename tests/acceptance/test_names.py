@@ -114,6 +114,10 @@ def test_elixir_names(target):
             b = rows(r.out)
             check(b and b[0][1] == "Demo.Hot.loop/1" and b[0][0] > 0.9 * sum(c for c, _, _ in b),
                   "--blame %s: the caller Demo.Hot.loop/1 is not the top row" % fn, r.out)
+        # a misspelt one: refused before sampling, the function named
+        r = run_tool(TOOL, "-d", "30", "--blame", "Demo.Hot.spn", vm.pid, timeout=30)
+        check(r.rc == 2 and len(r.lines_err) == 1 and "close: Demo.Hot.spin/1" in r.err,
+              "--blame Demo.Hot.spn: not refused with Demo.Hot.spin/1 as the closest name", r.describe())
 
         r = sample(vm, "-d", "2", "-t", "20", "--erlang-names")
         raw = {n for c, n, tag in rows(r.out) if tag == "[Erlang]"}

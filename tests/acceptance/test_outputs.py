@@ -501,6 +501,10 @@ def test_output_bad_input(target):
         r = run_tool(TOOL, "--blame", "copy_struc", "-d", "30", str(vm.pid), timeout=40)
         msg = one_line(r, "misspelt --blame function", 2)
         check("copy_struct_x" in msg, "no close match named: %r" % msg)
+        # an Erlang function misspelt (without its arity): the function
+        r = run_tool(TOOL, "--blame", "xb_ctl:evl", "-d", "30", str(vm.pid), timeout=40)
+        msg = one_line(r, "misspelt --blame Erlang function", 2)
+        check("close: xb_ctl:eval/1" in msg, "the Erlang function is not the closest name: %r" % msg)
         # -o is opened only once attached: refused input leaves no file
         out = os.path.join(d, "blame.svg")
         r = run_tool(TOOL, "--blame", "no_such_function_xyz", "-o", out, "-d", "5", str(vm.pid), timeout=40)

@@ -693,6 +693,54 @@ static void t_thread_name_match(void)
 	CHECK(!xb_thread_name_match("erts_dcpus_%d", "erts_sched_1", &no), "other kind, OTP 27");
 }
 
+/* --blame's close names: edits, FN's start, arity, order, and the
+ * longest-start fallback. */
+static void t_blame_close(void)
+{
+	struct xb_close c = { 0 };
+	char buf[512];
+	const char *names[] = { "copy_struct_x", "copy_shallow", "copy_struct", "erts_garbage_collect",
+				"xb_ctl:eval/1", "xb_ctl:handle/1", "Demo.Hot.spin/1", "size_object_x" };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
+		xb_close_offer(&c, "copy_struc", names[i]);
+	xb_close_text(&c, buf, sizeof(buf));
+	/* copy_struct: one edit, copy_struct_x: its start, one; then the
+	 * longest shared start (copy_shallow: "copy_s") */
+	CHECK(strcmp(buf, "copy_struct, copy_struct_x, copy_shallow") == 0, "copy_struc: %s", buf);
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
+		xb_close_offer(&c, "xb_ctl:evl", names[i]);
+	xb_close_text(&c, buf, sizeof(buf));
+	CHECK(strncmp(buf, "xb_ctl:eval/1", 13) == 0, "xb_ctl:evl (no arity): %s", buf);
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
+		xb_close_offer(&c, "Demo.Hot.spn", names[i]);
+	xb_close_text(&c, buf, sizeof(buf));
+	CHECK(strcmp(buf, "Demo.Hot.spin/1") == 0, "Demo.Hot.spn: %s", buf);
+	/* a typo at the start (no shared start) is still found */
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
+		xb_close_offer(&c, "ertz_garbage_collect", names[i]);
+	xb_close_text(&c, buf, sizeof(buf));
+	CHECK(strcmp(buf, "erts_garbage_collect") == 0, "ertz_garbage_collect: %s", buf);
+	/* nothing near: nothing named; a short FN names nothing */
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++) {
+		xb_close_offer(&c, "no_such_function_xyz", names[i]);
+		xb_close_offer(&c, "cop", names[i]);
+	}
+	xb_close_text(&c, buf, sizeof(buf));
+	CHECK(buf[0] == 0, "unrelated names offered: %s", buf);
+	/* at most XB_NCLOSE, nearest kept whatever the order offered (of
+	 * equals, the shorter, then the first offered) */
+	memset(&c, 0, sizeof(c));
+	const char *many[] = { "abcdefgh_4", "abcdefgh_3x", "abcdefgh", "abcdefgh_2", "abcdefgx" };
+	for (size_t i = 0; i < XB_ARRAY_SIZE(many); i++)
+		xb_close_offer(&c, "abcdefgh", many[i]);
+	xb_close_text(&c, buf, sizeof(buf));
+	CHECK(strcmp(buf, "abcdefgh, abcdefgx, abcdefgh_4") == 0, "order: %s", buf);
+}
+
 static void t_blame_match(void)
 {
 	CHECK(xb_blame_match("copy_struct", "copy_struct"), "exact");
@@ -1563,6 +1611,7 @@ int main(int argc, char **argv)
 	run_case("perfmap_print", t_perfmap_print);
 	run_case("thread_name_match", t_thread_name_match);
 	run_case("blame_match", t_blame_match);
+	run_case("blame_close_names", t_blame_close);
 	run_case("sampler_parse", t_sampler_parse);
 	run_case("bpf_parse_roundtrip", t_bpf_parse_roundtrip);
 	run_case("bpf_parse_shapes", t_bpf_parse_shapes);
