@@ -58,6 +58,15 @@ struct xb_group {
 	struct xb_profile sub;
 };
 int xb_by_split(const struct xb_profile *p, struct xb_group **out, size_t *n);
+/* The same for the groups KEEP[gid] says (KEEP_NOGROUP: the stacks
+ * without a group frame): a profile by process can hold a group for
+ * every process the run saw, millions on a VM that spawns a process per
+ * request; a writer splits the few it shows, a batch at a time. */
+int xb_by_split_some(const struct xb_profile *p, const bool *keep, bool keep_nogroup, struct xb_group **out,
+		     size_t *n);
+/* The group frame id of stack S (its outermost frame, XB_FK_GROUP), or
+ * XB_NO_GROUP. */
+uint32_t xb_by_group_of(const struct xb_profile *p, const struct xb_stack *s);
 void xb_by_groups_free(struct xb_group *g, size_t n);
 
 #endif

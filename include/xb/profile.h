@@ -70,6 +70,10 @@ enum xb_flat_mode {
 	XB_FLAT_LEAF,       /* innermost frame */
 	XB_FLAT_ERLANG,     /* innermost Erlang frame (--only-erlang) */
 };
+/* The row of one stack (IDS, N frames, the first NNATIVE native) in a
+ * flat report of MODE; false when it has none (empty; no Erlang frame). */
+bool xb_flat_row(const struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative,
+		 enum xb_flat_mode mode, uint32_t *row);
 /* Count per frame; rows sorted by count (desc), then name.  Caller frees. */
 size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struct xb_row **rows,
 		       uint64_t *counted);
@@ -100,6 +104,9 @@ bool xb_blame_row(const struct xb_profile *p, const bool *hit, size_t nhit, cons
  * Erlang frame. */
 size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
 			uint64_t *matched, uint64_t *no_erlang);
+/* HIT[id] for P's frame names: xb_blame_kind && xb_blame_match(FN).
+ * Caller frees; NULL when out of memory. */
+bool *xb_blame_hits(const struct xb_profile *p, const char *fn);
 /* --blame in stack formats (src/profile/blame_filter.c): DST (initialised
  * here; free it with xb_profile_free) gets the whole stacks of SRC, with
  * their counts, that hold a frame xb_blame_kind and xb_blame_match(FN,

@@ -99,6 +99,11 @@ static uint32_t group_of(const struct xb_profile *p, const struct xb_stack *s)
 	return NO_GROUP;
 }
 
+uint32_t xb_by_group_of(const struct xb_profile *p, const struct xb_stack *s)
+{
+	return group_of(p, s);
+}
+
 /* Add stack S (count and all) to G's profile, without its group frame;
  * REMAP/OWNER translate frame ids of P into G's (OWNER: the group that
  * set REMAP's entry). */
@@ -134,6 +139,12 @@ static int add_to_group(const struct xb_profile *p, const struct xb_stack *s, st
 
 int xb_by_split(const struct xb_profile *p, struct xb_group **out, size_t *nout)
 {
+	return xb_by_split_some(p, NULL, false, out, nout);
+}
+
+int xb_by_split_some(const struct xb_profile *p, const bool *keep, bool keep_nogroup, struct xb_group **out,
+		     size_t *nout)
+{
 	size_t nn = p->nnames ? p->nnames : 1;
 	uint32_t *gindex = malloc(nn * sizeof(*gindex)); /* group frame id -> group */
 	uint32_t *remap = malloc(nn * sizeof(*remap)), *owner = malloc(nn * sizeof(*owner));
@@ -152,6 +163,8 @@ int xb_by_split(const struct xb_profile *p, struct xb_group **out, size_t *nout)
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
 		uint32_t gid = group_of(p, s);
+		if (keep && (gid == NO_GROUP ? !keep_nogroup : !keep[gid]))
+			continue;
 		/* stacks without a group: none when the session groups */
 		uint32_t gi = gid == NO_GROUP ? nogroup : gindex[gid];
 		if (gi == NO_GROUP) {

@@ -193,6 +193,21 @@ static size_t collect(const struct xb_profile *p, uint64_t *per, struct xb_row *
 	return k;
 }
 
+bool xb_flat_row(const struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative,
+		 enum xb_flat_mode mode, uint32_t *row)
+{
+	if (n == 0)
+		return false;
+	if (mode == XB_FLAT_LEAF) {
+		*row = ids[0];
+		return true;
+	}
+	if (nnative >= n || p->names[ids[nnative]].kind == XB_FK_MARK)
+		return false; /* no Erlang frame */
+	*row = ids[nnative];
+	return true;
+}
+
 size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struct xb_row **rows,
 		       uint64_t *counted)
 {
@@ -203,16 +218,9 @@ size_t xb_profile_flat(const struct xb_profile *p, enum xb_flat_mode mode, struc
 		return 0;
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
-		if (s->n == 0)
-			continue;
 		uint32_t id;
-		if (mode == XB_FLAT_LEAF) {
-			id = s->ids[0];
-		} else {
-			if (s->nnative >= s->n || p->names[s->ids[s->nnative]].kind == XB_FK_MARK)
-				continue; /* no Erlang frame */
-			id = s->ids[s->nnative];
-		}
+		if (!xb_flat_row(p, s->ids, s->n, s->nnative, mode, &id))
+			continue;
 		per[id] += s->count;
 		*counted += s->count;
 	}
@@ -392,17 +400,23 @@ bool xb_blame_row(const struct xb_profile *p, const bool *hit, size_t nhit, cons
 	return true;
 }
 
+bool *xb_blame_hits(const struct xb_profile *p, const char *fn)
+{
+	bool *hit = calloc(p->nnames ? p->nnames : 1, sizeof(*hit));
+	for (size_t i = 0; hit && i < p->nnames; i++)
+		hit[i] = xb_blame_kind(p->names[i].kind) && xb_blame_match(fn, p->names[i].name);
+	return hit;
+}
+
 size_t xb_profile_blame(struct xb_profile *p, const char *fn, struct xb_row **rows,
 			uint64_t *matched, uint64_t *no_erlang)
 {
 	size_t nnames = p->nnames;
 	*rows = NULL;
 	*matched = *no_erlang = 0;
-	bool *hit = calloc(nnames ? nnames : 1, sizeof(*hit));
+	bool *hit = xb_blame_hits(p, fn);
 	if (!hit)
 		return 0;
-	for (size_t i = 0; i < nnames; i++)
-		hit[i] = xb_blame_kind(p->names[i].kind) && xb_blame_match(fn, p->names[i].name);
 	/* Samples with no Erlang frame to name get a row that says why, so
 	 * that the rows account for every matching sample: the mark at
 	 * their root ("[callers unknown]": Erlang code called it but its

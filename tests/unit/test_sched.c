@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -345,6 +346,71 @@ static void t_grouped_table(void)
 	xb_profile_free(&p);
 }
 
+/* A run --by process on a VM that spawns a process per request: 200,000
+ * groups.  The table shows -t of them; only those are split (it split
+ * every group: a profile each, ~2 GB here), and what it writes is the
+ * blocks in rank order, then the rest counted.  With -t past BATCH
+ * (1024) the blocks come a batch at a time, in order. */
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+static void t_grouped_table_many_groups(void)
+{
+	enum { NG = 200000 };
+	struct xb_profile p;
+	xb_profile_init(&p);
+	uint32_t a = xb_profile_intern(&p, "m:a/0", "[Erlang]", XB_FK_ERLANG);
+	uint32_t c = xb_profile_intern(&p, "memcpy", "[libc.so.6]", XB_FK_NATIVE);
+	uint64_t all = 0;
+	for (int i = 0; i < NG; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "<0.%d.0> worker", 100 + i);
+		uint32_t ids[] = { c, a, xb_profile_intern(&p, name, XB_GROUP_TAG, XB_FK_GROUP) };
+		/* group i: 1 + i % 100 samples; the top ones (100): i = 99, 199, ... */
+		for (int k = 0; k <= i % 100; k++)
+			xb_profile_add(&p, ids, 3, 1);
+		all += 1 + (uint64_t)(i % 100);
+	}
+	long before = maxrss_kb();
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	CHECK(xb_write_grouped_table(f, &p, false, NULL, 5, all, all) == 0, "grouped table failed");
+	fclose(f);
+	long grew = maxrss_kb() - before;
+	CHECK(grew < 64 * 1024, "writing 5 of 200,000 groups grew the peak RSS by %ld KB", grew);
+	const char *first = strstr(buf, "\n== <0.");
+	unsigned long top_n = 0;
+	CHECK(first && sscanf(first, "\n== <0.%*u.0> worker: %lu samples", &top_n) == 1 && top_n == 100 &&
+	      strstr(buf, "(199995 more groups: 10099500 samples, "),
+	      "the top group, the rest counted: %.400s", buf);
+	free(buf);
+	/* -t 2500: three batches, still in rank order (100 samples each for
+	 * the first 2000, then 99) */
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	CHECK(xb_write_grouped_table(f, &p, false, NULL, 2500, all, all) == 0, "grouped table failed");
+	fclose(f);
+	size_t blocks = 0;
+	unsigned long last = ~0ul;
+	bool ordered = true;
+	for (const char *q = buf; (q = strstr(q, "== ")); q++) {
+		const char *colon = strstr(q, ": ");
+		unsigned long n = colon ? strtoul(colon + 2, NULL, 10) : 0;
+		ordered = ordered && n <= last;
+		last = n;
+		blocks++;
+	}
+	CHECK(blocks == 2500 && ordered && last == 99, "-t 2500: %zu blocks, ordered %d, last %lu", blocks, ordered,
+	      last);
+	free(buf);
+	xb_profile_free(&p);
+}
+
 /* ---- states of samples ---- */
 
 struct fake {
@@ -585,5 +651,6 @@ void sched_cases(void)
 	run_case("longcalls_off_cpu_merge", t_lc_off_cpu_merge);
 	run_case("longcalls_out_of_order", t_lc_out_of_order);
 	run_case("by_grouped_table", t_grouped_table);
+	run_case("by_grouped_table_many_groups", t_grouped_table_many_groups);
 	run_case("states_of_samples", t_states);
 }
