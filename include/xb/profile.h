@@ -60,6 +60,13 @@ uint32_t xb_profile_intern_at(struct xb_profile *p, const char *name, const char
  * has a location, else its name.  Returns f->name or BUF. */
 const char *xb_fname_text(const struct xb_fname *f, char *buf, size_t len);
 int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative);
+/* A hash of text for tables indexed by its low bits: seeded at start and
+ * mixed, so that names a target chooses cannot be made to share them
+ * (profile.c: the profile's own tables, pprof's string table). */
+uint64_t xb_text_hash(const char *s);
+/* The longest walk from a name's home slot to where it sits in the name
+ * table (0: none collided).  For tests of the hash. */
+size_t xb_profile_longest_probe(const struct xb_profile *p);
 
 /* One row of a flat report. */
 struct xb_row {

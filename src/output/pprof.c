@@ -52,10 +52,7 @@ struct strtab {
 
 static uint64_t str_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
+	return xb_text_hash(s); /* (seeded: names come from the target) */
 }
 
 static int strtab_rehash(struct strtab *t)

@@ -9,12 +9,50 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 static uint64_t hash_bytes(const void *d, size_t n, uint64_t h)
 {
 	const uint8_t *p = d;
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The tables index by a hash's low bits.  FNV-1a's low bits depend on
+ * the low bits alone, so names chosen by the target (its functions, its
+ * processes' names under --by) can be made to share them, and a table of
+ * 65,536 such names was one probe chain: each intern a walk of all of
+ * them, seconds of CPU per sample.  A seed drawn at start (not known to
+ * the target) and a finalizer that mixes the high bits down make that
+ * choice impossible to make in advance. */
+static uint64_t hash_seed(void)
+{
+	static uint64_t seed;
+	uint64_t s = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+	if (!s) {
+		if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			s = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+		}
+		s |= 1; /* (0: not drawn yet) */
+		uint64_t zero = 0;
+		if (!__atomic_compare_exchange_n(&seed, &zero, s, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			s = zero; /* another thread drew first: its seed */
+	}
+	return s;
+}
+
+static uint64_t mix(uint64_t h) /* MurmurHash3's fmix64 */
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
 	return h;
 }
 
@@ -39,11 +77,16 @@ void xb_profile_free(struct xb_profile *p)
 	memset(p, 0, sizeof(*p));
 }
 
+uint64_t xb_text_hash(const char *s)
+{
+	return mix(hash_bytes(s, strlen(s), 0xcbf29ce484222325ull ^ hash_seed()));
+}
+
 static uint64_t name_hash(const char *name, const char *tag, uint32_t line)
 {
-	uint64_t h = hash_bytes(name, strlen(name), 0xcbf29ce484222325ull);
+	uint64_t h = hash_bytes(name, strlen(name), 0xcbf29ce484222325ull ^ hash_seed());
 	h = hash_bytes(tag, strlen(tag) + 1, h);
-	return line ? hash_bytes(&line, sizeof(line), h) : h;
+	return mix(line ? hash_bytes(&line, sizeof(line), h) : h);
 }
 
 static int rehash_names(struct xb_profile *p)
@@ -62,6 +105,21 @@ static int rehash_names(struct xb_profile *p)
 	p->nametab = t;
 	p->nametab_cap = cap;
 	return 0;
+}
+
+size_t xb_profile_longest_probe(const struct xb_profile *p)
+{
+	size_t worst = 0;
+	for (size_t j = 0; j < p->nametab_cap; j++) {
+		if (!p->nametab[j])
+			continue;
+		const struct xb_fname *f = &p->names[p->nametab[j] - 1];
+		size_t home = name_hash(f->name, f->tag, f->line) & (p->nametab_cap - 1);
+		size_t d = (j - home) & (p->nametab_cap - 1);
+		if (d > worst)
+			worst = d;
+	}
+	return worst;
 }
 
 uint32_t xb_profile_intern(struct xb_profile *p, const char *name, const char *tag,
@@ -132,7 +190,7 @@ int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32
 	p->total++;
 	if ((p->nstacks + 1) * 2 > p->stacktab_cap && rehash_stacks(p) < 0)
 		return -1;
-	uint64_t h = hash_bytes(ids, n * sizeof(*ids), 0xcbf29ce484222325ull ^ nnative);
+	uint64_t h = mix(hash_bytes(ids, n * sizeof(*ids), 0xcbf29ce484222325ull ^ hash_seed() ^ nnative));
 	size_t j = h & (p->stacktab_cap - 1);
 	while (p->stacktab[j]) {
 		struct xb_stack *s = &p->stacks[p->stacktab[j] - 1];

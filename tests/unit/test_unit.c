@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #include "profile.pb-c.h" /* generated from vendor/pprof/profile.proto */
@@ -691,6 +692,83 @@ static void t_thread_name_match(void)
 	CHECK(!xb_thread_name_match("%d_scheduler", "1_sched", &no), "short but not truncated");
 	CHECK(!xb_thread_name_match("%d_scheduler", "1_dirty_cpu_sch", &no), "other kind");
 	CHECK(!xb_thread_name_match("erts_dcpus_%d", "erts_sched_1", &no), "other kind, OTP 27");
+}
+
+/* Names made to collide in FNV-1a's low bits (what indexed the name
+ * table): 16 steps, each a choice between two 3-byte blocks that take the
+ * hash's low 18 bits from the same state to the same state (FNV's low
+ * bits depend on the low bits alone), so all 2^16 names, and the tag
+ * hashed after them, share those bits.  Unseeded, unmixed, they were one
+ * probe chain: 65,536 names cost 2^31 comparisons.  Now a short walk. */
+static uint64_t fnv_low(uint64_t h, const char *b, size_t n, uint64_t mask)
+{
+	for (size_t i = 0; i < n; i++)
+		h = ((h ^ (uint8_t)b[i]) * 0x100000001b3ull) & mask;
+	return h;
+}
+
+static void t_profile_hash_flood(void)
+{
+	enum { STEPS = 16, BITS = 18, BLK = 3 };
+	const uint64_t mask = (1ull << BITS) - 1;
+	char blocks[STEPS][2][BLK];
+	uint64_t st = 0xcbf29ce484222325ull & mask;
+	uint32_t *seen = malloc((mask + 1) * sizeof(*seen)); /* state -> block + 1 */
+	CHECK(seen, "out of memory");
+	if (!seen)
+		return;
+	for (int j = 0; j < STEPS; j++) {
+		memset(seen, 0, (mask + 1) * sizeof(*seen));
+		bool found = false;
+		/* (two bytes never collide: FNV's step is a bijection of the
+		 * low bits for a fixed byte, and two of them stay one) */
+		for (int a = 'A'; a <= 'z' && !found; a++)
+			for (int b = 'A'; b <= 'z' && !found; b++)
+				for (int c = 'A'; c <= 'Z' && !found; c++) {
+					char blk[BLK] = { (char)a, (char)b, (char)c };
+					uint64_t to = fnv_low(st, blk, BLK, mask);
+					if (seen[to]) {
+						uint32_t o = seen[to] - 1;
+						blocks[j][0][0] = (char)(o >> 16), blocks[j][0][1] = (char)(o >> 8 & 0xff),
+						blocks[j][0][2] = (char)(o & 0xff);
+						memcpy(blocks[j][1], blk, BLK);
+						st = to;
+						found = true;
+					} else {
+						seen[to] = ((uint32_t)a << 16 | (uint32_t)b << 8 | (uint32_t)c) + 1;
+					}
+				}
+		CHECK(found, "step %d: no two blocks collide", j);
+		if (!found)
+			goto out;
+	}
+	struct xb_profile p;
+	xb_profile_init(&p);
+	char name[BLK * STEPS + 1];
+	uint64_t want = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+	for (uint32_t bits = 0; bits < (1u << STEPS); bits++) {
+		for (int j = 0; j < STEPS; j++)
+			memcpy(name + BLK * j, blocks[j][(bits >> j) & 1], BLK);
+		name[BLK * STEPS] = 0;
+		if (bits == 0)
+			want = fnv_low(0xcbf29ce484222325ull & mask, name, BLK * STEPS, mask);
+		/* (the construction: every name has the first's low bits) */
+		if (bits < 64)
+			CHECK(fnv_low(0xcbf29ce484222325ull & mask, name, BLK * STEPS, mask) == want, "name %u does not "
+			      "collide", bits);
+		xb_profile_intern(&p, name, "[Erlang]", XB_FK_ERLANG);
+	}
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	size_t probe = xb_profile_longest_probe(&p);
+	CHECK(p.nnames == 1u << STEPS, "%zu distinct names interned", p.nnames);
+	CHECK(probe < 200 && s < 2.0, "65,536 names sharing FNV's low 18 bits: longest probe %zu, %.2f s of CPU",
+	      probe, s);
+	xb_profile_free(&p);
+out:
+	free(seen);
 }
 
 /* --blame's close names: edits, FN's start, arity, order, and the
@@ -1618,6 +1696,7 @@ int main(int argc, char **argv)
 	run_case("bpf_parse_malformed", t_bpf_parse_malformed);
 	run_case("bpf_parse_fuzz", t_bpf_parse_fuzz);
 	run_case("profile_flat_and_blame", t_profile_flat_and_blame);
+	run_case("profile_hash_flood", t_profile_hash_flood);
 	run_case("skid_histogram", t_skid_histogram);
 	run_case("format_pid_pixdata", t_format_pid_pixdata);
 	run_case("demangle_trim", t_demangle_trim);
