@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PROG "erlang-sample"
@@ -686,7 +687,11 @@ static int add_sinks(struct xb_session *s, int pid, const struct output *outs, s
 			return xb_fail("out of memory");
 		xb_session_add_sink(s, k);
 	}
-	if (o.outputs.n && !o.pstack && !o.check && isatty(STDERR_FILENO)) {
+	/* (a file: -o, or stdout sent to one by the shell, `> out.folded`;
+	 * not a pipe, whose reader may be drawing on the same terminal) */
+	struct stat st;
+	bool to_file = o.outputs.n || (fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode));
+	if (to_file && !o.pstack && !o.check && !o.dump && isatty(STDERR_FILENO)) {
 		struct xb_sink *pg = xb_progress_sink_new(PROG, o.duration);
 		if (pg)
 			xb_session_add_sink(s, pg);

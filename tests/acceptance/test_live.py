@@ -298,17 +298,19 @@ def test_live_window_and_interval(target):
 @per_vm(only=["stock"])
 def test_progress_line(target):
     """-o FILE for 4 s: progress on a terminal stderr, nothing on a pipe,
-    nothing for a run under 2 s, nothing when the result goes to stdout."""
+    nothing for a run under 2 s, nothing when the result goes to stdout
+    on the screen; stdout sent to a file by the shell (`> p.folded`) is a
+    run that writes to a file: progress."""
     with VM(target) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
         out = os.path.join(tmpdir(), "p.folded")
-        def on_a_terminal(seconds, to_file=True):
+        def on_a_terminal(seconds, to_file=True, stdout=subprocess.DEVNULL):
             """stderr text of a -d SECONDS run whose stderr is a pty, and its exit status."""
             master, slave = pty.openpty()
             dest = ["--format", "folded", "-o", out] if to_file else []
             p = subprocess.Popen([tool_path(TOOL), "-d", str(seconds)] + dest + [str(vm.pid)],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                                 stdin=subprocess.DEVNULL, stdout=stdout, stderr=slave,
                                  start_new_session=True)
             os.close(slave)
             got = b""
@@ -344,6 +346,16 @@ def test_progress_line(target):
         text, rc = on_a_terminal(3, to_file=False)
         check(rc == 0 and "processed" not in text and "\r" not in text,
               "progress on a terminal while the table goes to stdout (exit %s)" % rc, text)
+        # `> p.txt`: the table goes to a file: progress, and the file holds
+        # the table alone
+        redirected = os.path.join(tmpdir(), "p.txt")
+        with open(redirected, "w") as f:
+            text, rc = on_a_terminal(3, to_file=False, stdout=f)
+        check(rc == 0 and re.search(r"erlang-sample: \d+/3 s, \d+ samples", text),
+              "no progress line with stdout sent to a file (exit %s)" % rc, text)
+        table = open(redirected).read()
+        check(table.startswith("processed ") and "\r" not in table and "xb_split:hot_a/1" in table,
+              "the redirected table is not the table alone", table[:500])
         r = run_tool(TOOL, "-d", "3", "--format", "folded", "-o", out, vm.pid, timeout=30)
         check(r.rc == 0 and "processed" not in r.err and "\r" not in r.err,
               "progress text on stderr that is not a terminal", r.describe())
