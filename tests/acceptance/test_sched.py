@@ -17,8 +17,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_formats import (frame_titles, check_svg_file, load_speedscope, pprof_traces, speedscope_validator,  # noqa: E402
                           validate)
-from xbtest import (asan, SKIP_REASONS, VM, check, log, per_vm, run_cmd, run_tool, spawn_tool,  # noqa: E402
-                    timeout, tmpdir, wait_for)
+from xbtest import (asan, SKIP_REASONS, VM, check, log, per_vm, run_cmd, run_tool, skip_because,  # noqa: E402
+                    spawn_tool, timeout, tmpdir, wait_for)
 from xbsample import build_sched_nif, scheduler_tids, thread_names  # noqa: E402
 
 TOOL = "erlang-sample"
@@ -337,6 +337,39 @@ def test_schedulers_gc_against_msacc(target):
               "%.3f by msacc" % (ours_em, theirs_em), detail)
         log("scheduler 2: gc %.3f here, %.3f by msacc; emulator %.3f / %.3f (%d samples)"
             % (st["gc"], theirs_gc, ours_em, theirs_em, n))
+
+
+@per_vm()
+@timeout(180)
+def test_schedulers_bif_and_copy_states(target):
+    """The states msacc's default build folds into emulator, on a real VM:
+    a process calling erlang:external_size/1 back to back (xb_longbif: C
+    code of a BIF) puts 80 % and more of the normal schedulers' working
+    samples in `bif`; one sending a large term over and over
+    (xb_copy:start_sink: size_object and copy_struct) 50 % and more in
+    `copy`, each window alone.  (Before, every check on a real VM added
+    them into emulator: a VM whose BIFs and copying were all taken for
+    Erlang code passed.)  A stripped OTP 29 names neither."""
+    if SKIP_REASONS["stripped-otp29"][1](target):
+        skip_because("stripped-otp29", target, "external_size_1, copy_struct and size_object have no name")
+    d = tmpdir()
+    with VM(target, schedulers=2) as vm:
+        seen = []
+        for start, stop, state, floor in (("xb_longbif:start(3000000)", "xb_longbif:stop()", "bif", 0.8),
+                                          ("xb_copy:start_sink(1000)", "xb_copy:stop()", "copy", 0.5)):
+            vm.eval(start)
+            time.sleep(0.5)
+            jpath = os.path.join(d, "%s.json" % state)
+            sample(vm, "-d", "3", "--schedulers", "--format", "json", "-o", jpath)
+            doc = json.load(open(jpath))
+            normal = [s for s in doc["schedulers"] if s["type"] == "normal" and s["samples"]]
+            working = sum(s["samples"] * (1 - s["states"].get("scheduling", 0)) for s in normal)
+            share = sum(s["samples"] * s["states"].get(state, 0) for s in normal) / (working or 1)
+            check(working >= 300 and share >= floor, "%s: %.2f of %d working samples in %s (want %.2f and more)"
+                  % (start, share, working, state, floor), json.dumps(normal)[:2000])
+            seen.append("%s %.2f of %d" % (state, share, working))
+            vm.eval(stop)
+        log("; ".join(seen))
 
 
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
@@ -963,6 +996,39 @@ def check_fifty(seen, rounds):
            [(c["min_ms"], c["max_ms"], round(real, 2), pr and (round(pr[0], 2), round(pr[1], 2)))
             for c, real, pr in fifty if not (40 <= c["min_ms"] and c["max_ms"] <= 60)][:3],
            open("/proc/loadavg").read().split()[0]))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_by_cpu_follows_pinning(target):
+    """--by cpu names the CPU the kernel ran the sample on: with every
+    thread of the VM pinned to CPU 0 (taskset -a), then to CPU 1, all but
+    a few samples (those taken while the pinning moved a thread) are in
+    that CPU's group, none in "cpu unknown"; in the folded stacks too."""
+    ncpu = os.cpu_count() or 1
+    if ncpu < 2:
+        check(False, "--by cpu's pinning test needs 2 CPUs (this machine has %d)" % ncpu)
+    d = tmpdir()
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_sched:ratio(2, 1)")
+        wait_running(vm, "xb_w1")
+        seen = []
+        for cpu in (0, 1):
+            subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(vm.pid)], stdout=subprocess.DEVNULL,
+                           check=True)
+            time.sleep(0.2)
+            t, f = os.path.join(d, "cpu%d.table" % cpu), os.path.join(d, "cpu%d.folded" % cpu)
+            sample(vm, "-d", "2", "--by", "cpu", "-o", t, "-o", f)
+            groups = {g[0]: g[1] for g in parse_grouped_table(open(t).read())}
+            total = sum(groups.values())
+            mine = groups.get("cpu %d" % cpu, 0)
+            check(total >= 200 and mine >= 0.98 * total and "cpu unknown" not in groups,
+                  "every thread on CPU %d: %d of %d samples in its group (%r)" % (cpu, mine, total, groups),
+                  open(t).read()[:2000])
+            roots = folded_roots(open(f).read())
+            check(roots.get("cpu %d" % cpu) == mine, "folded: %r, the table %d in cpu %d" % (roots, mine, cpu))
+            seen.append("cpu %d: %d of %d" % (cpu, mine, total))
+        log("pinned: %s" % "; ".join(seen))
 
 
 @per_vm(only=["stock"])
