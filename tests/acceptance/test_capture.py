@@ -94,6 +94,22 @@ def copy_share(stacks):
     return 100.0 * native / total, "native code of the sender (no symbol for copy_struct_x)"
 
 
+def copy_of_all(stacks):
+    """The copying (copy_struct_x + size_object_x leaves) as a share of
+    every sample of the windows: a copy sample lost or named as something
+    else moves it, where within the sender's own samples (~98 % copying)
+    it barely moves."""
+    total = sum(n for _, n in stacks)
+    names = {"copy_struct_x", "size_object_x"}
+    if any(f[-1] in names for f, _ in stacks):
+        copying = sum(n for f, n in stacks if f[-1] in names)
+    else:  # (as copy_share: the sender's native code where neither is named)
+        copying = sum(n for f, n in stacks if ("xb_copy:sink_loop/3" in f or
+                                               ("[callers unknown]" in f and "erl_send" in f))
+                      and not re.match(r"^[a-z_]+:.+/\d+$", f[-1]))
+    return 100.0 * copying / (total or 1)
+
+
 def other_leaves(stacks):
     """The sender's leaves other than the copying, most samples first (a
     failure's detail: where a share that moved went)."""
@@ -125,7 +141,10 @@ def test_saturated_box(target):
     needing a live read, the 75/25 split within +-3 points (of the split
     xb_split's own CPU clock over the same windows: SplitClock), and the
     large-term sender's copying share within 2 points of the same VM's
-    share without the hogs.  The sender's mix itself wanders from one
+    share without the hogs, both within the sender's samples (issue 16's
+    measure, ~98 %) and of all samples (~48 %, which a lost copy sample
+    moves: measured 47.9-49.6 % busy against 48.3-49.5 % idle, stock,
+    the interpreter, OTP 29 and its stripped copy).  The sender's mix itself wanders from one
     window to the next (with the sink's queue in the thousands, +-4 points
     on a CI machine: xb_copy.erl keeps it short now), so after a warm-up
     idle and busy windows alternate, three of each, and their samples are
@@ -205,20 +224,30 @@ def test_saturated_box(target):
             cs_idle, what = copy_share(idle)
             cs_busy, _ = copy_share(busy)
             log("%s saturated: processed %d/%d, hot_a %.1f %% (its clock %.1f %%), %s %.1f %% (idle %.1f %%), "
-                "partial %d, no live read %d" % (cap, proc, rec, share, truth, what, cs_busy, cs_idle,
-                                                  tot["partial"], tot["no_live_read"]))
+                "partial %d, no live read %d; copying of all samples %.1f %% (idle %.1f %%)" % (
+                    cap, proc, rec, share, truth, what, cs_busy, cs_idle, tot["partial"], tot["no_live_read"],
+                    copy_of_all(busy), copy_of_all(idle)))
             idle2, busy2 = idle, busy
-            if abs(cs_busy - cs_idle) > 2:
+            ca_idle, ca_busy = copy_of_all(idle), copy_of_all(busy)
+            if abs(cs_busy - cs_idle) > 2 or abs(ca_busy - ca_idle) > 2:
                 # The mix still wanders now and then (CI saw a 2.1-point
                 # gap once): measured again, once; a tool that under-counts
                 # copying under load does so both times (issue 16: by 5x).
                 idle2, busy2, _, _, _, _ = windows(cap, "again")
                 cs_idle, _ = copy_share(idle2)
                 cs_busy, _ = copy_share(busy2)
-                log("%s again: %s %.1f %% (idle %.1f %%)" % (cap, what, cs_busy, cs_idle))
+                ca_idle, ca_busy = copy_of_all(idle2), copy_of_all(busy2)
+                log("%s again: %s %.1f %% (idle %.1f %%); of all samples %.1f %% (idle %.1f %%)"
+                    % (cap, what, cs_busy, cs_idle, ca_busy, ca_idle))
             check(abs(cs_busy - cs_idle) <= 2, "%s: %s %.1f %% under saturation, %.1f %% without (more than 2 "
                   "points apart; three windows of each, pooled, twice)" % (cap, what, cs_busy, cs_idle),
                   "the sender's other leaves, idle: %s\nbusy: %s" % (other_leaves(idle2), other_leaves(busy2)))
+            # ... and as a share of every sample (~48 %): within the
+            # sender's own samples copying is ~98 %, so a copy sample lost
+            # with its sender frame, or named as something else, barely
+            # moves that share; here a fifth of them lost is 10 points
+            check(abs(ca_busy - ca_idle) <= 2, "%s: %s %.1f %% of all samples under saturation, %.1f %% without"
+                  % (cap, what, ca_busy, ca_idle))
     if not ok_bpf:
         skip_because("no-bpf", target, why)
 
