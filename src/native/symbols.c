@@ -84,6 +84,8 @@ static void refuse(const char *what)
  * the maps line at BASE names: same path, same device and inode.  A file
  * replaced since it was mapped, or a path that resolves elsewhere, names
  * nothing (no host fallback). */
+static bool inflates_within(int fd, const char *name);
+
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
@@ -125,8 +127,58 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 		refuse(msg);
 		return -1;
 	}
+	if (!inflates_within(fd, modname)) {
+		close(fd);
+		return -1;
+	}
 	*file_name = strdup(modname);
 	return fd;
+}
+
+/* libdw inflates a file's compressed debug sections (SHF_COMPRESSED, and
+ * the older .zdebug form) in memory as soon as it reads the DWARF, to the
+ * size each section's header gives: the file's word.  A few MB of zlib
+ * can say and hold gigabytes.  Their total is summed from the headers
+ * (nothing inflated) before libdw sees the file; past the limit the file
+ * is not used.  (OTP 29's beam.smp holds ~60 MB of debug sections.) */
+#define MAX_INFLATED_BYTES (1ull << 30)
+
+static bool inflates_within(int fd, const char *name)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e)
+		return true; /* not an ELF: libdwfl says so itself */
+	size_t shstrndx;
+	bool named = elf_getshdrstrndx(e, &shstrndx) == 0;
+	uint64_t total = 0;
+	for (Elf_Scn *scn = NULL; total <= MAX_INFLATED_BYTES && (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		if (sh.sh_flags & SHF_COMPRESSED) {
+			GElf_Chdr ch;
+			if (gelf_getchdr(scn, &ch))
+				total += ch.ch_size;
+			continue;
+		}
+		const char *n = named ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+		Elf_Data *d = n && strncmp(n, ".zdebug", 7) == 0 ? elf_rawdata(scn, NULL) : NULL;
+		if (d && d->d_size >= 12 && memcmp(d->d_buf, "ZLIB", 4) == 0) {
+			uint64_t size = 0; /* "ZLIB", then the size, big-endian */
+			for (int i = 4; i < 12; i++)
+				size = size << 8 | ((const unsigned char *)d->d_buf)[i];
+			total += size < MAX_INFLATED_BYTES ? size : MAX_INFLATED_BYTES + 1;
+		}
+	}
+	elf_end(e);
+	if (total <= MAX_INFLATED_BYTES)
+		return true;
+	char msg[300];
+	snprintf(msg, sizeof(msg), "symbols: %.150s: its compressed sections say %llu MB or more once inflated "
+		 "(limit %llu): not used", name, (unsigned long long)(total >> 20),
+		 (unsigned long long)(MAX_INFLATED_BYTES >> 20));
+	refuse(msg);
+	return false;
 }
 
 /* Does the ELF file open on FD carry build-id ID? */
@@ -182,6 +234,10 @@ static int debug_by_build_id(const unsigned char *id, int len, char **name)
 		snprintf(msg, sizeof(msg), "symbols: %s does not have the build-id it is named by: not used",
 			 full);
 		refuse(msg);
+		close(fd);
+		return -1;
+	}
+	if (!inflates_within(fd, full)) {
 		close(fd);
 		return -1;
 	}
@@ -245,7 +301,7 @@ static int debuginfod_fetch(Dwfl_Module *mod, const char *modname, char **debugi
 	if (fd < 0) {
 		note("no debug info for %s (build-id %s): %s\n", base, hex, strerror(-fd));
 	} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_ELF_BYTES ||
-		   !same_build_id(fd, id, len)) {
+		   !same_build_id(fd, id, len) || !inflates_within(fd, path ? path : "?")) {
 		note("%s from %s does not have build-id %s: ignored\n", path ? path : "?",
 			 url ? url : "the cache", hex);
 		close(fd);

@@ -1419,6 +1419,73 @@ def dwarf_patched_target(target, name, struct, member, value):
     return derived_target(target, name, beam_transform=patch)
 
 
+def add_zlib_bomb(src, dst, inflated=3 << 29):
+    """Copy beam SRC to DST with a .debug_info section compressed the ELF
+    way (SHF_COMPRESSED: an Elf64_Chdr, then zlib) that inflates to
+    INFLATED bytes of zeros (1.5 GiB: a few MB in the file)."""
+    import struct
+    import zlib
+    payload = os.path.join(os.path.dirname(dst), "bomb.bin")
+    z = zlib.compressobj(1)
+    chunk = bytes(16 << 20)
+    with open(payload, "wb") as f:
+        f.write(struct.pack("<IIQQ", 1, 0, inflated, 1))  # ELFCOMPRESS_ZLIB, size, alignment
+        for _ in range(inflated // len(chunk)):
+            f.write(z.compress(chunk))
+        f.write(z.flush())
+    r = run_cmd(["objcopy", "--add-section", ".debug_info=%s" % payload,
+                 "--set-section-flags", ".debug_info=readonly,debug", "--set-section-alignment",
+                 ".debug_info=8", src, dst], timeout=120)
+    check(r.rc == 0, "objcopy --add-section .debug_info", r.describe())
+    os.unlink(payload)
+    # SHF_COMPRESSED (0x800) on that section's header (objcopy has no flag
+    # for it): ELF64 little-endian, section headers at e_shoff
+    with open(dst, "r+b") as f:
+        data = f.read()
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+        stroff, = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)
+        for i in range(shnum):
+            at = shoff + i * shentsize
+            name_off, = struct.unpack_from("<I", data, at)
+            name = data[stroff + name_off:data.index(b"\0", stroff + name_off)]
+            if name == b".debug_info":
+                flags, = struct.unpack_from("<Q", data, at + 8)
+                f.seek(at + 8)
+                f.write(struct.pack("<Q", flags | 0x800))
+                return
+    check(False, "no .debug_info section in %s after objcopy" % dst)
+
+
+@per_vm(only=["stock"])
+@asan("a beam whose compressed debug section would inflate past the limit")
+@timeout(240)
+def test_compressed_debug_section_bomb(target):
+    """Issue 11: the target's own files are untrusted, its DWARF included.
+    A copy of the VM whose beam.smp carries a .debug_info section of a few
+    MB that inflates to 1.5 GiB (SHF_COMPRESSED: libdw inflates it in
+    memory, to the size its header gives, when it reads the DWARF): each
+    tool leaves the file unused, says why under -v, and stays within
+    200 MB and its time limit; the VM itself runs from it (the kernel
+    does not read debug sections).  Reading it, the tools grew past
+    1.5 GB."""
+    t = derived_target(target, "zbomb", beam_transform=add_zlib_bomb)
+    size = os.path.getsize(t.beam)
+    check(size < os.path.getsize(target.beam) + (64 << 20), "the bomb is %d bytes: not a small file" % size)
+    with VM(t) as vm:
+        seen = []
+        for name, args in all_tools(str(vm.pid)):
+            r, rss = measured(name, "-v", *args, timeout=120)
+            what = "%s %s (a 1.5 GiB zlib bomb in .debug_info)" % (name, args[0])
+            check(rss < 200 * 1024 * time_scale(), "%s: peak RSS %d KB" % (what, rss), r.describe())
+            check(within_time(r, 10), "%s: took %.1f s (%s s of CPU)" % (what, r.elapsed, r.cpu_s), r.describe())
+            if name != HEAP:
+                check("once inflated (limit 1024): not used" in r.err, "%s: no note that the beam was not used"
+                      % what, r.describe())
+            seen.append("%s %s exit %d %d MB" % (name, args[0], r.rc, rss // 1024))
+        log("; ".join(seen))
+
+
 @per_vm(only=["otp25-jit-dwarf", "otp25-emu-dwarf"])
 @asan("DWARF offsets from the target's binary validated before use")
 @timeout(180)
