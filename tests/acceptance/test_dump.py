@@ -41,7 +41,8 @@ def args_after_pid(args):
     return list(args)[len(args_before_pid(args)):]
 
 
-@per_vm()
+@per_vm(only=["stock", "otp25-emu-dwarf"])  # (each flavour in the plain pass: its time bounds unscaled)
+@asan("both flavours plain; sanitized on one")
 def test_dump_finds_the_waiting_server(target):
     """A registered gen_server blocked in a receive inside a call chain, and
     10,000 idle processes: all listed within 2 s; the server's stack is the

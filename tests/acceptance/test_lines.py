@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from xbtest import VM, WORKLOADS, check, log, per_vm, run_tool, tmpdir
+from xbtest import asan, VM, WORKLOADS, check, log, per_vm, run_tool, tmpdir
 from xbsample import wait_running
 
 TOOL = "erlang-sample"
@@ -78,7 +78,8 @@ def chain_of(frames, names):
     return [f for f in frames if f[0] in names]
 
 
-@per_vm()
+@per_vm(only=["stock", "otp25-emu-dwarf"])  # (each flavour in the plain pass: its time bounds unscaled)
+@asan("both flavours plain; sanitized on one")
 def test_lines_of_calls(target):
     """--lines on a deep chain: every caller frame carries the file and the
     exact line of its call, the innermost a line of its own function."""
@@ -131,7 +132,8 @@ def test_lines_of_calls(target):
               "the table with --lines: spin/1 at lines %s, outside %d..%d" % (rows, spin_lo, spin_hi), r.out[:3000])
 
 
-@per_vm()
+@per_vm(only=["stock", "otp25-emu-dwarf"])  # (each flavour in the plain pass: its time bounds unscaled)
+@asan("both flavours plain; sanitized on one")
 def test_lines_none_without_line_info(target):
     """A module compiled without line info has frames without a line, never a
     neighbour's; the frames around it keep theirs."""
