@@ -341,6 +341,50 @@ def test_schedulers_gc_against_msacc(target):
 
 @per_vm()
 @timeout(180)
+def test_schedulers_dirty_cpu_rows(target):
+    """The dirty CPU schedulers' rows of --schedulers, on a real VM: a
+    process whose major collections the VM runs on a dirty CPU scheduler
+    (xb_dgc, a heap of a million tuples) is the top process of the busiest
+    dirty CPU row, whose samples are mostly `gc` (`bif` on a stripped OTP
+    29, which names none of the collector); and the dirty CPU rows'
+    `busy` (on a CPU, not scheduling), summed, is within 10 points of
+    erlang:statistics(scheduler_wall_time_all)'s share for them over the
+    same window (above it by at most their run-queue wait, as for the
+    normal schedulers)."""
+    d = tmpdir()
+    with VM(target, schedulers=2) as vm:
+        pid = vm.eval("pid_to_list(xb_dgc:start())").strip().strip('"')
+        time.sleep(0.5)
+        jpath = os.path.join(d, "dirty.json")
+        w = Window(vm, d, "-d", "4", "--schedulers", "--format", "json", "-o", jpath)
+        w.finish()
+        doc, swt = json.load(open(jpath)), w.swt()
+        dirty = [s for s in doc["schedulers"] if s["type"] == "dirty_cpu"]
+        check(len(dirty) == 2, "not the VM's 2 dirty CPU schedulers: %r" % [s["scheduler"] for s in dirty])
+        hot = max(dirty, key=lambda s: s["samples"])
+        detail = json.dumps(dirty)[:3000]
+        check(hot["samples"] >= 200 and hot["top_processes"] and hot["top_processes"][0]["pid"] == pid,
+              "the busiest dirty CPU row (%d samples) is not xb_dgc's (%s)" % (hot["samples"], pid), detail)
+        # (a stripped OTP 29 names no C function of the collector: there
+        # it is native work for the process, `bif`, not Erlang code)
+        gc = hot["states"].get("gc", 0)
+        if SKIP_REASONS["stripped-otp29"][1](target):
+            gc += hot["states"].get("bif", 0)
+        check(gc >= 0.8, "the busiest dirty CPU row: gc %.2f of its samples" % gc, detail)
+        # scheduler_wall_time_all: 1..2 normal, 3..4 dirty CPU
+        theirs = sum(swt.get(i, 0) for i in (3, 4))
+        ours = sum(s["busy"] for s in dirty)
+        wait = sum(s["runqueue_wait"] for s in dirty)
+        check(-0.10 <= ours - theirs <= 0.10 + wait, "dirty CPU schedulers: busy %.3f here, %.3f by "
+              "scheduler_wall_time (rq-wait %.3f)" % (ours, theirs, wait), detail)
+        log("dirty CPU scheduler %s: %d samples, gc %.2f, top %s; dirty CPU busy %.3f / scheduler_wall_time "
+            "%.3f (rq-wait %.3f)" % (hot["scheduler"], hot["samples"], hot["states"].get("gc", 0),
+                                    hot["top_processes"][0]["pid"], ours, theirs, wait))
+        vm.eval("xb_dgc:stop()")
+
+
+@per_vm()
+@timeout(180)
 def test_schedulers_bif_and_copy_states(target):
     """The states msacc's default build folds into emulator, on a real VM:
     a process calling erlang:external_size/1 back to back (xb_longbif: C
