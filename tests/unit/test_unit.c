@@ -773,49 +773,42 @@ out:
 
 /* --blame's close names: edits, FN's start, arity, order, and the
  * longest-start fallback. */
-static void t_blame_close(void)
+/* The close names xb_close_text gives for FN after NAMES were offered. */
+static const char *closest(const char *fn, const char *const *names, size_t n, char *buf, size_t len)
 {
 	struct xb_close c = { 0 };
+	for (size_t i = 0; i < n; i++)
+		xb_close_offer(&c, fn, names[i]);
+	xb_close_text(&c, buf, len);
+	return buf;
+}
+
+static void t_blame_close(void)
+{
 	char buf[512];
 	const char *names[] = { "copy_struct_x", "copy_shallow", "copy_struct", "erts_garbage_collect",
 				"xb_ctl:eval/1", "xb_ctl:handle/1", "Demo.Hot.spin/1", "size_object_x" };
-	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
-		xb_close_offer(&c, "copy_struc", names[i]);
-	xb_close_text(&c, buf, sizeof(buf));
+	size_t nn = XB_ARRAY_SIZE(names);
 	/* copy_struct: one edit, copy_struct_x: its start, one; then the
 	 * longest shared start (copy_shallow: "copy_s") */
+	closest("copy_struc", names, nn, buf, sizeof(buf));
 	CHECK(strcmp(buf, "copy_struct, copy_struct_x, copy_shallow") == 0, "copy_struc: %s", buf);
-	memset(&c, 0, sizeof(c));
-	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
-		xb_close_offer(&c, "xb_ctl:evl", names[i]);
-	xb_close_text(&c, buf, sizeof(buf));
+	closest("xb_ctl:evl", names, nn, buf, sizeof(buf));
 	CHECK(strncmp(buf, "xb_ctl:eval/1", 13) == 0, "xb_ctl:evl (no arity): %s", buf);
-	memset(&c, 0, sizeof(c));
-	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
-		xb_close_offer(&c, "Demo.Hot.spn", names[i]);
-	xb_close_text(&c, buf, sizeof(buf));
+	closest("Demo.Hot.spn", names, nn, buf, sizeof(buf));
 	CHECK(strcmp(buf, "Demo.Hot.spin/1") == 0, "Demo.Hot.spn: %s", buf);
 	/* a typo at the start (no shared start) is still found */
-	memset(&c, 0, sizeof(c));
-	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++)
-		xb_close_offer(&c, "ertz_garbage_collect", names[i]);
-	xb_close_text(&c, buf, sizeof(buf));
+	closest("ertz_garbage_collect", names, nn, buf, sizeof(buf));
 	CHECK(strcmp(buf, "erts_garbage_collect") == 0, "ertz_garbage_collect: %s", buf);
 	/* nothing near: nothing named; a short FN names nothing */
-	memset(&c, 0, sizeof(c));
-	for (size_t i = 0; i < XB_ARRAY_SIZE(names); i++) {
-		xb_close_offer(&c, "no_such_function_xyz", names[i]);
-		xb_close_offer(&c, "cop", names[i]);
-	}
-	xb_close_text(&c, buf, sizeof(buf));
+	closest("no_such_function_xyz", names, nn, buf, sizeof(buf));
 	CHECK(buf[0] == 0, "unrelated names offered: %s", buf);
+	closest("cop", names, nn, buf, sizeof(buf));
+	CHECK(buf[0] == 0, "a 3-character FN named: %s", buf);
 	/* at most XB_NCLOSE, nearest kept whatever the order offered (of
 	 * equals, the shorter, then the first offered) */
-	memset(&c, 0, sizeof(c));
 	const char *many[] = { "abcdefgh_4", "abcdefgh_3x", "abcdefgh", "abcdefgh_2", "abcdefgx" };
-	for (size_t i = 0; i < XB_ARRAY_SIZE(many); i++)
-		xb_close_offer(&c, "abcdefgh", many[i]);
-	xb_close_text(&c, buf, sizeof(buf));
+	closest("abcdefgh", many, XB_ARRAY_SIZE(many), buf, sizeof(buf));
 	CHECK(strcmp(buf, "abcdefgh, abcdefgx, abcdefgh_4") == 0, "order: %s", buf);
 }
 
