@@ -214,7 +214,9 @@ def test_saturated_box(target):
             # Both paths read each sample's process at its moment (the
             # perf path: a reader on the sampled CPU, which a saturated
             # machine does not delay, being real-time).
-            check(tot["no_live_read"] >= 0.98 * proc and tot["partial"] <= 0.02 * proc,
+            # (issue 16: >= 99 % with BPF capture; every sample in every
+            # run so far, saturated and matrix alike)
+            check(tot["no_live_read"] >= (0.99 if cap == "bpf" else 0.98) * proc and tot["partial"] <= 0.02 * proc,
                   "%s: %d of %d samples needed a live read, %d have their callers unknown, on a saturated "
                   "machine" % (cap, proc - tot["no_live_read"], proc, tot["partial"]))
             check(a + b >= 600, "%s: only %d samples in hot_a/hot_b" % (cap, a + b))
