@@ -301,9 +301,12 @@ static int debuginfod_fetch(Dwfl_Module *mod, const char *modname, char **debugi
 	if (fd < 0) {
 		note("no debug info for %s (build-id %s): %s\n", base, hex, strerror(-fd));
 	} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_ELF_BYTES ||
-		   !same_build_id(fd, id, len) || !inflates_within(fd, path ? path : "?")) {
+		   !same_build_id(fd, id, len)) {
 		note("%s from %s does not have build-id %s: ignored\n", path ? path : "?",
 			 url ? url : "the cache", hex);
+		close(fd);
+		fd = -1;
+	} else if (!inflates_within(fd, path ? path : "?")) { /* (it says why, under -v) */
 		close(fd);
 		fd = -1;
 	} else {

@@ -11,6 +11,7 @@
  * order, with "file" and "line" when the frame has them.  Strings are
  * the names' bytes, JSON-escaped (invalid UTF-8 as U+FFFD). */
 #define _GNU_SOURCE
+#include "xb/by.h"
 #include "xb/output.h"
 #include "xb/output_util.h"
 #include "xb/common.h"
@@ -19,15 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NO_GROUP UINT32_MAX
-
-/* The group frame of S (its outermost frame), or NO_GROUP. */
-static uint32_t group_of(const struct xb_profile *p, const struct xb_stack *s)
-{
-	if (s->n && p->names[s->ids[s->n - 1]].kind == XB_FK_GROUP)
-		return s->ids[s->n - 1];
-	return NO_GROUP;
-}
+#define NO_GROUP XB_NO_GROUP
 
 static void put_profile_head(FILE *f, const char *name, uint64_t end, bool first)
 {
@@ -49,7 +42,7 @@ static void put_profile(FILE *f, const struct xb_profile *p, const uint32_t *ord
 	put_profile_head(f, name, end, first);
 	for (size_t i = from; i < to; i++) {
 		const struct xb_stack *s = &p->stacks[order[i]];
-		uint32_t n = s->n - (group_of(p, s) != NO_GROUP);
+		uint32_t n = s->n - (xb_by_group_of(p, s) != NO_GROUP);
 		fputs(i > from ? ",\n[" : "\n[", f);
 		for (uint32_t k = n; k-- > 0;) {
 			xb_put_u64(f, (uint64_t)index[s->ids[k]]);
@@ -85,7 +78,7 @@ int xb_write_speedscope(FILE *f, const struct xb_profile *p, const struct xb_out
 		index[i] = -1;
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
-		uint32_t n = s->n - (group_of(p, s) != NO_GROUP);
+		uint32_t n = s->n - (xb_by_group_of(p, s) != NO_GROUP);
 		for (uint32_t k = 0; k < n; k++)
 			index[s->ids[k]] = -2; /* used */
 	}
@@ -97,9 +90,9 @@ int xb_write_speedscope(FILE *f, const struct xb_profile *p, const struct xb_out
 	 * root first), then those without. */
 	size_t ng = 0, nplain = 0;
 	for (size_t i = 0; i < p->nstacks; i++)
-		ng += group_of(p, &p->stacks[order[i]]) != NO_GROUP;
+		ng += xb_by_group_of(p, &p->stacks[order[i]]) != NO_GROUP;
 	for (size_t i = 0, a = 0; i < p->nstacks; i++) {
-		if (group_of(p, &p->stacks[order[i]]) != NO_GROUP)
+		if (xb_by_group_of(p, &p->stacks[order[i]]) != NO_GROUP)
 			grouped[a++] = order[i];
 		else
 			grouped[ng + nplain++] = order[i];
@@ -140,9 +133,9 @@ int xb_write_speedscope(FILE *f, const struct xb_profile *p, const struct xb_out
 	fputs("]},\n\"profiles\":[", f);
 	first = true;
 	for (size_t i = 0; i < ng;) {
-		uint32_t g = group_of(p, &p->stacks[grouped[i]]);
+		uint32_t g = xb_by_group_of(p, &p->stacks[grouped[i]]);
 		size_t j = i + 1;
-		while (j < ng && group_of(p, &p->stacks[grouped[j]]) == g)
+		while (j < ng && xb_by_group_of(p, &p->stacks[grouped[j]]) == g)
 			j++;
 		put_profile(f, p, grouped, i, j, p->names[g].name, index, first);
 		first = false;

@@ -92,16 +92,11 @@ uint32_t xb_by_group(enum xb_by by, struct xb_profile *p, struct xb_vm *vm, cons
 
 #define NO_GROUP XB_NO_GROUP
 
-static uint32_t group_of(const struct xb_profile *p, const struct xb_stack *s)
+uint32_t xb_by_group_of(const struct xb_profile *p, const struct xb_stack *s)
 {
 	if (s->n && p->names[s->ids[s->n - 1]].kind == XB_FK_GROUP)
 		return s->ids[s->n - 1];
 	return NO_GROUP;
-}
-
-uint32_t xb_by_group_of(const struct xb_profile *p, const struct xb_stack *s)
-{
-	return group_of(p, s);
 }
 
 /* Add stack S (count and all) to G's profile, without its group frame;
@@ -162,7 +157,7 @@ int xb_by_split_some(const struct xb_profile *p, const bool *keep, bool keep_nog
 		gindex[i] = owner[i] = NO_GROUP;
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct xb_stack *s = &p->stacks[i];
-		uint32_t gid = group_of(p, s);
+		uint32_t gid = xb_by_group_of(p, s);
 		if (keep && (gid == NO_GROUP ? !keep_nogroup : !keep[gid]))
 			continue;
 		/* stacks without a group: none when the session groups */
