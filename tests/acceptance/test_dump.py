@@ -3,11 +3,14 @@ running or not, with pid, registered name, status, current function and
 message queue length; where a stuck gen_server waits."""
 
 import json
+import os
 import re
+import shutil
 import threading
 import time
 
-from xbtest import asan, VM, check, log, per_vm, run_tool, time_scale, timeout, wait_for
+from xbtest import (asan, VM, check, log, per_vm, run_cmd, run_tool, time_scale, timeout, tmpdir, tool_path,
+                    untraced_leak_check, wait_for)
 from xbsample import wait_running
 
 TOOL = "erlang-sample"
@@ -109,6 +112,34 @@ def test_dump_finds_the_waiting_server(target):
         lines = [l for l in r.err.splitlines() if l.strip()]
         check(r.rc not in (0, None) and len(lines) == 1 and "no_such_process" in lines[0],
               "unknown process: exit %s, %r" % (r.rc, lines))
+
+
+@per_vm(only=["stock"])
+def test_dump_reads_in_batches(target):
+    """README: process structures and the first 2 KB of each saved stack
+    are read in batches of 256, about 840 process_vm_readv calls for 10,000
+    processes.  strace -c counts them: under 2,000 (one read per process
+    and one per stack would be over 20,000), and every one of the 10,000 is
+    still listed with its stack."""
+    strace = shutil.which("strace")
+    check(strace, "strace is not installed (tests/run-all.sh installs it)")
+    with VM(target, schedulers=2, extra_args=["+P", "65536"]) as vm:
+        vm.eval("xb_dump:start(10000)", timeout=60)
+        n_vm = int(vm.eval("erlang:system_info(process_count)"))
+        f = os.path.join(tmpdir(), "strace-dump")
+        r = run_cmd([strace, "-f", "-c", "-e", "trace=process_vm_readv", "-o", f, tool_path(TOOL),
+                     "--dump", "--format", "json", str(vm.pid)], timeout=120 * time_scale(),
+                    env=untraced_leak_check())
+        check(r.rc == 0 and not r.timed_out, "erlang-sample --dump under strace: exit %s" % r.rc, r.describe())
+        doc = json.loads(r.out)
+        idle = sum(1 for p in doc if p["stack"][:1] == ["xb_dump:idle/0"])
+        m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)(?:\s+\d+)?\s+process_vm_readv$", open(f).read(), re.M)
+        check(m, "no process_vm_readv count from strace -c", open(f).read())
+        calls = int(m.group(1))
+        log("--dump of %d processes: %d process_vm_readv calls; %d idle stacks shown" % (n_vm, calls, idle))
+        check(idle == 10000, "%d of the 10,000 idle processes show xb_dump:idle/0 innermost" % idle)
+        check(calls < 2000, "%d process_vm_readv calls to dump %d processes (batches of 256: ~840)"
+              % (calls, n_vm))
 
 
 @per_vm(only=["stock", "otp25-emu-dwarf"])

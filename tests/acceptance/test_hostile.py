@@ -28,6 +28,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -1371,7 +1372,9 @@ def test_environment_read_with_secure_getenv():
 def test_file_capabilities_refuse_other_users():
     """Installed with file capabilities instead of run as root: a process
     of another user is refused, one of the invoking user is read; test
-    knobs (EXTROSPECT_*) are ignored (secure_getenv)."""
+    knobs (EXTROSPECT_*) are ignored (secure_getenv).  README: refused
+    too when only the saved uid or gid differs, or the process is not
+    dumpable."""
     if not shutil.which("setcap") or not shutil.which("setpriv"):
         skip_because("needs-package", None, "setcap (libcap2-bin) and setpriv (util-linux)")
     d = tmpdir()
@@ -1397,6 +1400,39 @@ def test_file_capabilities_refuse_other_users():
         check("table for erts 13.1.5" in r.out, "EXTROSPECT_FORCE_RELEASE was obeyed with file capabilities",
               r.out + r.err)
         log("own process: " + r.out.splitlines()[0])
+    # The kernel's whole rule, one id at a time: a process of user nobody
+    # whose saved uid (or saved gid) is root's, or that is not dumpable,
+    # is refused; the same process with every id nobody's and dumpable is
+    # let through to the next check (it is not a BEAM: python).
+    cases = [("every id nobody's, dumpable", (65534, 65534, 65534), (65534, 65534, 65534), 1, False),
+             ("saved uid root's", (65534, 65534, 65534), (65534, 65534, 0), 1, True),
+             ("saved gid root's", (65534, 65534, 0), (65534, 65534, 65534), 1, True),
+             ("not dumpable", (65534, 65534, 65534), (65534, 65534, 65534), 0, True)]
+    for what, gids, uids, dumpable, refused in cases:
+        code = ("import ctypes, os, sys, time\n"
+                "os.setgroups([]); os.setresgid(*%r); os.setresuid(*%r)\n"
+                "assert ctypes.CDLL(None, use_errno=True).prctl(4, %d, 0, 0, 0) == 0\n"
+                "print('ready', flush=True); time.sleep(60)\n" % (gids, uids, dumpable))
+        sleeper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            check(sleeper.stdout.readline().strip() == b"ready", "%s: the sleeper did not start" % what)
+            with open("/proc/%d/status" % sleeper.pid) as f:
+                ids = [l.strip() for l in f if l.startswith(("Uid:", "Gid:"))]
+            r = run_cmd(nobody + [tool, "--check", str(sleeper.pid)], timeout=20)
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            said = "refusing process %d" % sleeper.pid
+            log("%s (%s): %s" % (what, "; ".join(ids), lines[-1] if lines else "(nothing)"))
+            check(r.rc != 0 and len(lines) == 1, "%s: exit %s, %d lines" % (what, r.rc, len(lines)), r.describe())
+            if refused:
+                check(said in lines[0], "%s: not refused with file capabilities" % what, r.describe())
+                check(dumpable or "not dumpable" in lines[0], "%s: the refusal does not say so" % what,
+                      r.describe())
+            else:
+                check(said not in lines[0] and "not a BEAM" in lines[0],
+                      "%s: refused, or not told it is not a BEAM" % what, r.describe())
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 
 def dwarf_patched_target(target, name, struct, member, value):

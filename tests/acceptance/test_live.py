@@ -1,8 +1,8 @@
 """--live (a top view in the terminal) and the progress line (issue 14).
 
 --live runs in a real terminal: tmux, 80x24; the screen must show the
-workload's hot function and refresh; 'q' exits 0 and ^C exits too, both
-leaving the terminal as they found it (main screen, cursor on, canonical
+workload's hot function and refresh; 'q' exits 0, ^C exits and so does
+the end of -d, all leaving the terminal as they found it (main screen, cursor on, canonical
 mode and echo).  Without a terminal on stdout it refuses with one line.
 The progress line appears on stderr only when stderr is a terminal.
 """
@@ -126,6 +126,27 @@ def live_run(vm, key):
         tm.kill()
 
 
+def live_for_duration(vm, seconds):
+    """--live -d SECONDS in tmux, left to end by itself: (exit status, stty
+    -a after, tmux flags after, whether it drew the workload first)."""
+    d = tmpdir()
+    rcf, sttyf = os.path.join(d, "rc-d-%d" % (Tmux.count + 1)), os.path.join(d, "stty-d-%d" % (Tmux.count + 1))
+    cmd = "%s --live -d %d %d; echo $? > %s; stty -a > %s; sleep 60" % (
+        tool_path(TOOL), seconds, vm.pid, rcf, sttyf)
+    tm = Tmux(cmd)
+    try:
+        drawn = wait_for(lambda: "xb_split:hot_a/1" in tm.screen(), 15)
+        check(wait_for(lambda: os.path.exists(sttyf) and open(sttyf).read().endswith("\n"), seconds + 30),
+              "--live -d %d did not end" % seconds, tm.screen())
+        with open(rcf) as f:
+            rc = int(f.read().strip())
+        with open(sttyf) as f:
+            stty = f.read()
+        return rc, stty, (tm.flag("#{alternate_on}"), tm.flag("#{cursor_flag}")), drawn
+    finally:
+        tm.kill()
+
+
 @per_vm(only=["stock"])
 @asan("the live view")
 def test_live(target):
@@ -140,6 +161,15 @@ def test_live(target):
                   "terminal not restored after %s (stty -a)" % key[0], stty)
             check(alt == "0" and cursor == "1",
                   "after %s: alternate screen %s, cursor %s" % (key[0], alt, cursor))
+
+        # -d: the run ends by itself, the terminal restored as after q
+        rc, stty, (alt, cursor), drawn = live_for_duration(vm, 3)
+        log("-d 3: exit %d, alternate screen %s, cursor %s" % (rc, alt, cursor))
+        check(drawn, "--live -d 3 never drew xb_split:hot_a/1")
+        check(rc == 0, "--live -d 3 exit status %d" % rc)
+        check(re.search(r"(^|\s)icanon(\s|$)", stty) and re.search(r"(^|\s)echo(\s|$)", stty),
+              "terminal not restored at the end of -d (stty -a)", stty)
+        check(alt == "0" and cursor == "1", "at the end of -d: alternate screen %s, cursor %s" % (alt, cursor))
 
         r = run_tool(TOOL, "--live", vm.pid, timeout=30)
         check(r.rc == 2 and "not one" in r.err and len(r.lines_err) == 1,

@@ -175,7 +175,7 @@ def test_deb_contents(target):
     check(len(debs) == 1, "build-deb.sh made %s" % debs)
     deb = os.path.join(dist, debs[0])
     depends = sh(["dpkg-deb", "-f", deb, "Depends"], timeout=30).out
-    for lib in ("libdw1", "libelf1", "libbpf1", "libprotobuf-c1", "libdebuginfod1", "libc6"):
+    for lib in ("libdw1", "libelf1", "libbpf1", "libprotobuf-c1", "libdebuginfod1", "zlib1g", "libc6"):
         check(re.search(r"\b%s\b" % re.escape(lib), depends), "Depends lacks %s: %s" % (lib, depends))
     files = [l.split()[-1].lstrip(".") for l in sh(["dpkg-deb", "-c", deb], timeout=30).out.splitlines()
              if not l.startswith("d")]

@@ -544,6 +544,49 @@ def so_start(vm, name):
         return next((line.split("-")[0] for line in f if line.rstrip().endswith("/" + name)), None)
 
 
+@per_vm(flavor="emu")
+def test_nif_in_stripped_library_keeps_its_caller(target):
+    """README (NIFs): in the interpreter the tool takes I and E from what
+    call_nif leaves in the process only after checking that the C
+    function process_main called is the very function the NIF's stub
+    calls: its symbol, or its CFI entry in a stripped .so.  xb_nif.so
+    stripped (strip --strip-all: .eh_frame kept, the static
+    xb_nif_spin_nif gone from every symbol table): the NIF's samples still
+    sit under xb_nif:loop/2, its own frame [unknown] (never a neighbour's
+    name), and no other Erlang function is above them."""
+    d = tmpdir()
+    lib = build_nif(target, d)
+    sdir = os.path.join(d, "stripped")
+    os.makedirs(sdir)
+    so = os.path.join(sdir, "xb_nif.so")
+    r = run_cmd(["strip", "--strip-all", "-o", so, lib + ".so"])
+    check(r.rc == 0, "strip failed", r.describe())
+    secs = run_cmd(["readelf", "-SW", so]).out
+    syms = run_cmd(["readelf", "-sW", "--dyn-syms", so]).out
+    check(".symtab" not in secs and ".eh_frame" in secs and "xb_nif_spin_nif" not in syms and
+          re.search(r"\bxb_nif_spin\b", syms), "the stripped copy is not what this test needs", secs + syms)
+    with VM(target, schedulers=2) as vm:
+        vm.eval('ok = xb_nif:load("%s")' % so[:-3])
+        vm.eval("xb_nif:start(10000, polite)")
+        wait_running(vm, "xb_nif_caller")
+        r = sample(vm, "-d", "3", "--format", "folded")
+        nif = [(fr, n) for fr, n in parse_folded(r.out) if fr[-2:] == ["xb_nif_spin", "xb_nif_work"]]
+        total = sum(n for _, n in nif)
+        under = sum(n for fr, n in nif if len(fr) >= 4 and fr[-3] == "[unknown]" and "xb_nif:loop/2" in fr[:-3])
+        erl = {f for fr, _ in nif for f in fr if re.match(r"^\S+:\S+/\d+$", f)}
+        named = {fr[-3] for fr, _ in nif if len(fr) >= 3}
+        log("stripped xb_nif.so: %d of %d NIF samples under xb_nif:loop/2 with the NIF's frame [unknown]; "
+            "Erlang frames above: %s; frames called the NIF's: %s" % (under, total, sorted(erl), sorted(named)))
+        check(total >= 300, "only %d samples in xb_nif_spin/xb_nif_work" % total, r.out[:3000])
+        check(under >= 0.8 * total, "only %d of %d NIF samples under xb_nif:loop/2 with the stripped "
+              "NIF's own frame [unknown]" % (under, total), r.out[:3000])
+        check(erl <= {"xb_nif:loop/2", "xb_nif:spin/1"}, "NIF samples under other Erlang functions: %s"
+              % sorted(erl - {"xb_nif:loop/2", "xb_nif:spin/1"}))
+        check(named <= {"[unknown]", "[callers unknown]"} | erl,
+              "the stripped NIF's frame borrowed a name: %s" % sorted(named))
+        vm.eval("xb_nif:stop()")
+
+
 @per_vm()
 def test_nif_library_replaced_while_sampling(target):
     """A NIF library unloaded while we sample, and another one loaded in its
