@@ -291,8 +291,8 @@ def test_drain_priority_and_no_realtime(target):
     its moment; --no-realtime declines both: the tool's threads stay
     SCHED_OTHER at the nice they started with, the stacks are read live
     on a timer, and -v
-    says so.  Without CAP_SYS_NICE (RLIMIT_RTPRIO 0, RLIMIT_NICE 30) the
-    drain loop runs at nice -10, no thread real-time, read on a timer."""
+    says so.  Without CAP_SYS_NICE (and RLIMIT_RTPRIO, RLIMIT_NICE 0) the
+    same as --no-realtime, and -v says the drain loop is normal."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
@@ -329,18 +329,20 @@ def test_drain_priority_and_no_realtime(target):
         log("default: policies %s; --no-realtime: %s" % (
             sorted({v for vs in seen["default"][0].values() for v in vs}),
             sorted({v for vs in seen["no-realtime"][0].values() for v in vs})))
-        # Where SCHED_FIFO is not allowed (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)
-        # but RLIMIT_NICE lets it go to -10: the drain loop at nice -10,
-        # no thread ever real-time, the stacks read live on a timer.
-        setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
-        check(setpriv and prlimit, "setpriv or prlimit (util-linux) is not installed")
+        # Where SCHED_FIFO is not allowed (no CAP_SYS_NICE, RLIMIT_RTPRIO
+        # 0) and nice -10 neither (RLIMIT_NICE 0): the drain loop as it
+        # was started, no thread ever real-time, the stacks read live on a
+        # timer, and -v says so.  (nice -10 without SCHED_FIFO needs an
+        # RLIMIT_NICE of 30, and raising it CAP_SYS_RESOURCE, which root
+        # here lacks: that step is not tested.)
+        setpriv = shutil.which("setpriv")
+        check(setpriv, "setpriv (util-linux) is not installed")
         errf = os.path.join(tmpdir(), "no-sys-nice.err")
         with open(errf, "w") as fe:
-            # prlimit and setpriv exec: p.pid is the tool's
-            p = subprocess.Popen([prlimit, "--rtprio=0", "--nice=30", "--", setpriv, "--bounding-set=-sys_nice",
-                                  "--inh-caps=-sys_nice", "--", tool_path(TOOL), "-v", "-d", "2", "--capture", "perf",
-                                  str(vm.pid)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fe,
-                                 start_new_session=True)
+            # setpriv execs: p.pid is the tool's
+            p = subprocess.Popen([setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--",
+                                  tool_path(TOOL), "-v", "-d", "2", "--capture", "perf", str(vm.pid)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fe, start_new_session=True)
         try:
             pol = {}
             t_end = time.monotonic() + 1.5
@@ -361,11 +363,12 @@ def test_drain_priority_and_no_realtime(target):
                 p.wait()
         err = open(errf).read()
         check(p.returncode == 0, "erlang-sample without CAP_SYS_NICE: exit %s" % p.returncode, err)
-        check("drain loop nice -10 (no CAP_SYS_NICE for SCHED_FIFO)" in err and "stacks read live on a timer" in err,
-              "-v does not say the drain loop fell back to nice -10 and reads live on a timer", err)
+        check("drain loop normal," in err and "stacks read live on a timer" in err,
+              "-v does not say the drain loop runs as started and reads live on a timer", err)
         vals = {v for vs in pol.values() for v in vs}
-        check(pol and not any(v[0] == 1 for v in vals), "a thread at SCHED_FIFO without CAP_SYS_NICE: %r" % pol)
-        check((0, -10) in vals, "no thread of the tool at nice -10 without CAP_SYS_NICE: %r" % pol)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        check(pol and vals == {(0, mine)}, "without CAP_SYS_NICE: the tool's threads at (policy, nice) %r, not "
+              "SCHED_OTHER at nice %d (as started)" % (pol, mine))
         check(re.search(r"^\s*\d+\s+xb_split:hot_a/1\s", out.decode(errors="replace"), re.M),
               "without CAP_SYS_NICE: no xb_split:hot_a/1 row", out.decode(errors="replace")[:1500])
         log("without CAP_SYS_NICE: policies %s" % sorted(vals))

@@ -1418,7 +1418,7 @@ def test_file_capabilities_refuse_other_users():
             check(sleeper.stdout.readline().strip() == b"ready", "%s: the sleeper did not start" % what)
             with open("/proc/%d/status" % sleeper.pid) as f:
                 ids = [l.strip() for l in f if l.startswith(("Uid:", "Gid:"))]
-            r = run_cmd(nobody + [tool, "--check", str(sleeper.pid)], timeout=20)
+            r = run_cmd(nobody + [tool, "-d", "1", str(sleeper.pid)], timeout=20)
             lines = [l for l in r.err.splitlines() if l.strip()]
             said = "refusing process %d" % sleeper.pid
             log("%s (%s): %s" % (what, "; ".join(ids), lines[-1] if lines else "(nothing)"))

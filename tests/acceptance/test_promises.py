@@ -1252,7 +1252,8 @@ def test_sample_output_renamed_into_place(target):
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")
         wait_running(vm, "xb_split")
-        d = tmpdir()
+        d = os.path.join(tmpdir(), "renamed")
+        os.makedirs(d)
         paths = [os.path.join(d, "out.folded"), os.path.join(d, "out.svg")]
         log_path = os.path.join(d, "strace.txt")
         r = run_cmd([strace, "-f", "-qq", "-o", log_path, "-e",
@@ -1415,7 +1416,7 @@ def test_cpp_names_demangled(target):
         # sanitizer build links libstdc++ itself (UBSan), so there this
         # part cannot be done and only the plain pass runs it.
         tool = tool_path(TOOL)
-        if "libstdc++" in run_cmd(["readelf", "-d", tool], timeout=30).out:
+        if "libstdc++" in run_cmd(["ldd", tool], timeout=30).out:
             log("%s links libstdc++ itself: the run without it is the plain pass's" % tool)
             return
         lib = os.path.realpath("/lib/x86_64-linux-gnu/libstdc++.so.6")
