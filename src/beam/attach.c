@@ -391,17 +391,21 @@ static int may_trace(struct xb_vm *vm)
 	if (!vm->cred_ok)
 		return xb_fail("cannot read the credentials of process %d: %s", (int)vm->pid, xb_err());
 	const struct xb_cred *c = &vm->cred;
+	/* Not /proc/PID itself: the kernel keeps a directory of mode 0555
+	 * owned by the task's user even when it is not dumpable
+	 * (fs/proc/base.c task_dump_owner); its files turn root's. */
 	char path[64];
 	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d", (int)vm->pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)vm->pid);
 	bool dumpable = stat(path, &st) == 0 && st.st_uid == me;
 	if (c->ruid != me || c->euid != me || c->suid != me || c->rgid != mg || c->egid != mg ||
 	    c->sgid != mg || !dumpable)
-		return xb_fail("refusing process %d: it runs as uid %u (gid %u)%s, and you (uid %u) may not "
-			       "trace it; with file capabilities this tool reads only processes of the user "
-			       "running it (run it as root for others)",
-			       (int)vm->pid, (unsigned)c->euid, (unsigned)c->egid,
-			       dumpable ? "" : " and is not dumpable", (unsigned)me);
+		return xb_fail("refusing process %d: its real/effective/saved uids are %u/%u/%u, gids "
+			       "%u/%u/%u%s, and you (uid %u, gid %u) may not trace it; with file capabilities "
+			       "this tool reads only processes of the user running it (run it as root for others)",
+			       (int)vm->pid, (unsigned)c->ruid, (unsigned)c->euid, (unsigned)c->suid,
+			       (unsigned)c->rgid, (unsigned)c->egid, (unsigned)c->sgid,
+			       dumpable ? "" : ", it is not dumpable", (unsigned)me, (unsigned)mg);
 	return 0;
 }
 

@@ -1424,8 +1424,11 @@ def test_file_capabilities_refuse_other_users():
             log("%s (%s): %s" % (what, "; ".join(ids), lines[-1] if lines else "(nothing)"))
             check(r.rc != 0 and len(lines) == 1, "%s: exit %s, %d lines" % (what, r.rc, len(lines)), r.describe())
             if refused:
+                # the refusal names the ids (real/effective/saved) and says when not dumpable
+                names = "uids are %d/%d/%d, gids %d/%d/%d" % (uids + gids)
                 check(said in lines[0], "%s: not refused with file capabilities" % what, r.describe())
-                check(dumpable or "not dumpable" in lines[0], "%s: the refusal does not say so" % what,
+                check(names in lines[0] and (dumpable or "not dumpable" in lines[0]),
+                      "%s: the refusal does not say why (%s%s)" % (what, names, "" if dumpable else ", not dumpable"),
                       r.describe())
             else:
                 check(said not in lines[0] and "not a BEAM" in lines[0],
