@@ -77,6 +77,15 @@ uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const cha
  * stripped binary) gets NULL, never its neighbour's name. */
 const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
 				     struct xb_modsyms **modp);
+
+/* The entry of the function of M that contains PC (a run-time address
+ * inside some FDE: the caller checked it with the module's CFI), from the
+ * ELF's .eh_frame_hdr table of FDE starts: a stripped object's static
+ * functions have no symbol, but every function has its FDE, and FDEs do
+ * not overlap, so the last start at or below PC is its function's.  0
+ * when there is no such table or it is encoded otherwise than GCC and
+ * LLVM write it. */
+uint64_t xb_symbols_fde_start(const struct xb_modsyms *m, uint64_t pc);
 enum xb_debug xb_symbols_debug_level(struct xb_symbols *s, struct xb_modsyms *m, Dwarf **dw,
 				     Dwarf_Addr *bias);
 

@@ -622,7 +622,10 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 
 /* Entry address of the native function containing PC: its symbol, or
  * where a stripped object has none (a static NIF function), the start of
- * its CFI entry (.eh_frame FDEs start where functions start). */
+ * its CFI entry (.eh_frame FDEs start where functions start): PC must be
+ * covered by one, and its start comes from .eh_frame_hdr's table
+ * (dwarf_frame_info's range is the CFI row's, not the FDE's: a pc past a
+ * push got the address after the push). */
 static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **modp)
 {
 	const struct xb_sym *sym = xb_symbols_addr(&vm->syms, pc, modp);
@@ -633,12 +636,10 @@ static uint64_t native_entry(struct xb_vm *vm, uint64_t pc, struct xb_modsyms **
 	Dwarf_Addr bias;
 	Dwarf_CFI *cfi = dwfl_module_eh_cfi((*modp)->mod, &bias);
 	Dwarf_Frame *frame;
-	Dwarf_Addr start, end;
 	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
 		return 0;
-	int ok = dwarf_frame_info(frame, &start, &end, NULL) >= 0;
 	free(frame);
-	return ok ? start + bias : 0;
+	return xb_symbols_fde_start(*modp, pc);
 }
 
 /* An address inside native frame K's function: a return address is

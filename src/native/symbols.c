@@ -758,6 +758,68 @@ uint64_t xb_symbols_lookup(struct xb_symbols *s, struct xb_modsyms *m, const cha
 	return e->addr;
 }
 
+/* Size of a DW_EH_PE_* encoded value (the low nibble; 0 absptr). */
+static size_t eh_pe_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case 0x00: case 0x04: case 0x0c: return 8;
+	case 0x03: case 0x0b: return 4;
+	case 0x02: case 0x0a: return 2;
+	default: return 0;
+	}
+}
+
+/* .eh_frame_hdr (LSB Core, "Exception Frames"): version 1, the encodings
+ * of eh_frame_ptr, fde_count and the table, eh_frame_ptr, fde_count, then
+ * fde_count (initial location, FDE address) pairs sorted by location.
+ * GCC and LLVM write the count udata4 and the table datarel sdata4
+ * (relative to the header's own address). */
+uint64_t xb_symbols_fde_start(const struct xb_modsyms *m, uint64_t pc)
+{
+	Dwarf_Addr bias;
+	Elf *elf = m && m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return 0;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) || strcmp(name, ".eh_frame_hdr") != 0)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size < 8)
+			return 0;
+		const uint8_t *b = d->d_buf;
+		size_t ptr = eh_pe_size(b[1]), off = 4 + ptr;
+		uint32_t count;
+		if (b[0] != 1 || !ptr || b[2] != 0x03 || b[3] != 0x3b || d->d_size < off + 4)
+			return 0;
+		memcpy(&count, b + off, 4);
+		off += 4;
+		if (count == 0 || (d->d_size - off) / 8 < count)
+			return 0;
+		/* PC as an offset from the header, in the file's addresses */
+		int64_t want = (int64_t)(pc - bias - sh.sh_addr);
+		size_t lo = 0, hi = count; /* the last entry <= want is lo - 1 */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int32_t loc;
+			memcpy(&loc, b + off + mid * 8, 4);
+			if ((int64_t)loc <= want)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == 0)
+			return 0;
+		int32_t loc;
+		memcpy(&loc, b + off + (lo - 1) * 8, 4);
+		return (uint64_t)((int64_t)sh.sh_addr + loc) + bias;
+	}
+	return 0;
+}
+
 const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
 				     struct xb_modsyms **modp)
 {
