@@ -36,6 +36,13 @@ struct xb_modsyms {
 	uint64_t ino;
 	unsigned dev_major, dev_minor;
 	bool gone; /* no longer in libdwfl (unmapped or replaced): ignored */
+	/* .eh_frame_hdr's table of FDE starts (xb_symbols_fde_start), looked
+	 * for once, in libdwfl's copy of the file: nfde (initial location,
+	 * FDE) pairs of int32, relative to fde_base (run-time). */
+	const uint8_t *fde_table;
+	uint32_t nfde;
+	uint64_t fde_base;
+	bool fde_looked;
 };
 
 struct xb_symbols {
@@ -85,7 +92,7 @@ const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
  * not overlap, so the last start at or below PC is its function's.  0
  * when there is no such table or it is encoded otherwise than GCC and
  * LLVM write it. */
-uint64_t xb_symbols_fde_start(const struct xb_modsyms *m, uint64_t pc);
+uint64_t xb_symbols_fde_start(struct xb_modsyms *m, uint64_t pc);
 enum xb_debug xb_symbols_debug_level(struct xb_symbols *s, struct xb_modsyms *m, Dwarf **dw,
 				     Dwarf_Addr *bias);
 

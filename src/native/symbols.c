@@ -527,6 +527,9 @@ static int report(struct xb_symbols *s, const struct xb_maps *maps, char *text, 
 		m->byaddr = m->byname = NULL;
 		m->naddr = m->nname = 0;
 		m->loaded = true;
+		m->fde_table = NULL; /* in that copy too */
+		m->nfde = 0;
+		m->fde_looked = true;
 		changed++;
 	}
 	for (size_t i = 0; i < c.n; i++) {
@@ -773,14 +776,16 @@ static size_t eh_pe_size(uint8_t enc)
  * of eh_frame_ptr, fde_count and the table, eh_frame_ptr, fde_count, then
  * fde_count (initial location, FDE address) pairs sorted by location.
  * GCC and LLVM write the count udata4 and the table datarel sdata4
- * (relative to the header's own address). */
-uint64_t xb_symbols_fde_start(const struct xb_modsyms *m, uint64_t pc)
+ * (relative to the header's own address).  Sets m->fde_table when the
+ * file has one such (it is the target's: every size is checked). */
+static void find_fde_table(struct xb_modsyms *m)
 {
 	Dwarf_Addr bias;
-	Elf *elf = m && m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
+	Elf *elf = m->mod ? dwfl_module_getelf(m->mod, &bias) : NULL;
 	size_t shstrndx;
+	m->fde_looked = true;
 	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return 0;
+		return;
 	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
 		GElf_Shdr sh;
 		const char *name;
@@ -789,35 +794,48 @@ uint64_t xb_symbols_fde_start(const struct xb_modsyms *m, uint64_t pc)
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		if (!d || !d->d_buf || d->d_size < 8)
-			return 0;
+			return;
 		const uint8_t *b = d->d_buf;
 		size_t ptr = eh_pe_size(b[1]), off = 4 + ptr;
 		uint32_t count;
 		if (b[0] != 1 || !ptr || b[2] != 0x03 || b[3] != 0x3b || d->d_size < off + 4)
-			return 0;
+			return;
 		memcpy(&count, b + off, 4);
 		off += 4;
 		if (count == 0 || (d->d_size - off) / 8 < count)
-			return 0;
-		/* PC as an offset from the header, in the file's addresses */
-		int64_t want = (int64_t)(pc - bias - sh.sh_addr);
-		size_t lo = 0, hi = count; /* the last entry <= want is lo - 1 */
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			int32_t loc;
-			memcpy(&loc, b + off + mid * 8, 4);
-			if ((int64_t)loc <= want)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == 0)
-			return 0;
-		int32_t loc;
-		memcpy(&loc, b + off + (lo - 1) * 8, 4);
-		return (uint64_t)((int64_t)sh.sh_addr + loc) + bias;
+			return;
+		m->fde_table = b + off;
+		m->nfde = count;
+		m->fde_base = sh.sh_addr + bias;
+		return;
 	}
-	return 0;
+}
+
+uint64_t xb_symbols_fde_start(struct xb_modsyms *m, uint64_t pc)
+{
+	if (!m)
+		return 0;
+	if (!m->fde_looked)
+		find_fde_table(m);
+	if (!m->fde_table)
+		return 0;
+	/* PC as an offset from the header */
+	int64_t want = (int64_t)(pc - m->fde_base);
+	size_t lo = 0, hi = m->nfde; /* the last entry <= want is lo - 1 */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int32_t loc;
+		memcpy(&loc, m->fde_table + mid * 8, 4);
+		if ((int64_t)loc <= want)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return 0;
+	int32_t loc;
+	memcpy(&loc, m->fde_table + (lo - 1) * 8, 4);
+	return (uint64_t)((int64_t)m->fde_base + loc);
 }
 
 const struct xb_sym *xb_symbols_addr(struct xb_symbols *s, uint64_t addr,
