@@ -284,6 +284,25 @@ def thread_policies(pid):
     return out
 
 
+def policies_while_running(p, seconds=1.5):
+    """{tid: {(policy, nice), ...}} of P's threads, polled every 50 ms for
+    SECONDS or until it ends; only once P runs our tool (a wrapper that
+    execs it, setpriv, is not counted)."""
+    pol = {}
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end and p.poll() is None:
+        try:
+            with open("/proc/%d/comm" % p.pid) as f:
+                ours = f.read().strip() == TOOL[:15]
+            now = thread_policies(p.pid) if ours else {}
+        except OSError:  # it ended meanwhile
+            break
+        for tid, v in now.items():
+            pol.setdefault(tid, set()).add(v)
+        time.sleep(0.05)
+    return pol
+
+
 @per_vm(only=["stock"])
 def test_drain_priority_and_no_realtime(target):
     """README: the drain loop takes SCHED_FIFO 1 where allowed (bursts of
@@ -299,16 +318,7 @@ def test_drain_priority_and_no_realtime(target):
         seen = {}
         for tag, extra in (("default", []), ("no-realtime", ["--no-realtime"])):
             p = spawn_tool(TOOL, "-v", "-d", "2", "--capture", "perf", *(extra + [str(vm.pid)]))
-            pol = {}
-            t_end = time.monotonic() + 1.5
-            while time.monotonic() < t_end and p.poll() is None:
-                try:
-                    now = thread_policies(p.pid)
-                except OSError:  # it ended meanwhile
-                    break
-                for tid, v in now.items():
-                    pol.setdefault(tid, set()).add(v)
-                time.sleep(0.05)
+            pol = policies_while_running(p)
             out, err = p.communicate(timeout=60)
             err = err.decode(errors="replace")
             check(p.returncode == 0, "erlang-sample %s: exit %s" % (tag, p.returncode), err)
@@ -344,18 +354,7 @@ def test_drain_priority_and_no_realtime(target):
                                   tool_path(TOOL), "-v", "-d", "2", "--capture", "perf", str(vm.pid)],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fe, start_new_session=True)
         try:
-            pol = {}
-            t_end = time.monotonic() + 1.5
-            while time.monotonic() < t_end and p.poll() is None:
-                try:
-                    with open("/proc/%d/comm" % p.pid) as f:
-                        mine = f.read().strip() == TOOL[:15]
-                    now = thread_policies(p.pid) if mine else {}
-                except OSError:
-                    break
-                for tid, v in now.items():
-                    pol.setdefault(tid, set()).add(v)
-                time.sleep(0.05)
+            pol = policies_while_running(p)
             out, _ = p.communicate(timeout=60)
         finally:
             if p.poll() is None:
