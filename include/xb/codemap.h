@@ -69,6 +69,7 @@ struct xb_codemap {
 	bool full;
 	bool essential;    /* adding the emulator's own code past the budget */
 	size_t superseded; /* JIT registrations of code newer ones name: skipped */
+	bool saw_global;   /* the JIT's record of its shared code ("global") was parsed */
 	size_t line_bytes; /* --lines: memory of the line tables read so far */
 };
 

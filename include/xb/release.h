@@ -249,6 +249,21 @@ enum xb_field {
 	 * init_scheduler_registers): in erlang:memory(processes), no
 	 * process's */
 	XB_F_SCHEDREGS_SIZE,
+	/* ---- more of struct process and the scheduler data: anchors that
+	 * prove the layout on the live VM (src/beam/prove.c), and what the
+	 * wall-clock view reads ---- */
+	XB_F_PROC_GROUP_LEADER,  /* erl_process.h: a pid (or a boxed term) */
+	XB_F_PROC_PARENT,        /* the spawner's pid, or NIL */
+	XB_F_PROC_SIGQ_LAST,     /* sig_qs.last: &sig_qs.first when empty */
+	XB_F_PROC_SIGQ_CONT_LAST,/* sig_qs.cont_last: &sig_qs.cont when empty */
+	XB_F_PROC_SIGQ_LEN,      /* sig_qs.len: messages in the inner queue */
+	XB_F_PROC_SIGINQ_LAST,   /* sig_inq.last: &sig_inq.first when empty */
+	XB_F_PROC_SIGINQ_LEN,    /* sig_inq.len */
+	XB_F_PROC_RUN_QUEUE,     /* erts_atomic_t run_queue: ErtsRunQueue* (low bits: flags) */
+	XB_F_SCHED_DIRTY_NO,     /* ErtsSchedulerData_.dirty_no (dirty schedulers) */
+	XB_F_SCHED_RUN_QUEUE,    /* ErtsSchedulerData_.run_queue: ErtsRunQueue* */
+	XB_F_RUNQ_IX,            /* erl_process.h ErtsRunQueue_.ix: scheduler no - 1 */
+	XB_F_RUNQ_LEN,           /* ErtsRunQueue_.len (erts_atomic32_t) */
 	XB_F_COUNT
 };
 
@@ -259,6 +274,8 @@ struct xb_field_spec {
 	const char *source; /* OTP source file, for messages */
 	int jit_only;
 	const char *id;     /* the enum's name ("XB_F_PROC_SIZE"), for generated tables */
+	unsigned needs;     /* enum xb_need (layout.h): the features that read it */
+	unsigned size;      /* bytes a reader takes from it (0: a size or an array's start) */
 };
 extern const struct xb_field_spec xb_field_specs[XB_F_COUNT];
 const char *xb_field_name(enum xb_field f);

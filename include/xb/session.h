@@ -110,7 +110,7 @@ struct xb_session {
 };
 
 /* Attach to the VM (read-only).  Enough for --check and the perf map. */
-int xb_session_attach(struct xb_session *s, pid_t pid);
+int xb_session_attach(struct xb_session *s, pid_t pid, const struct xb_attach_opts *ao);
 /* Build the code map, Erlang-stack state, unwinder and sampler. */
 int xb_session_start(struct xb_session *s, const struct xb_session_opts *o);
 void xb_session_add_sink(struct xb_session *s, struct xb_sink *k);

@@ -6,6 +6,7 @@
 #ifndef XB_VM_H
 #define XB_VM_H
 
+#include "xb/layout.h"
 #include "xb/release.h"
 #include "xb/remote.h"
 #include "xb/safefile.h"
@@ -53,9 +54,15 @@ struct xb_vm {
 	struct xb_modsyms *beam;
 	Dwarf *dwarf;        /* beam's DWARF, or NULL */
 	Dwarf_Addr dwarf_bias;
-	const struct xb_release *rel; /* NULL only when running from DWARF alone */
-	bool table_from_dwarf;        /* no table: offsets from DWARF */
+	/* The release table the offsets started from: this erts version's
+	 * (rel_exact), else the nearest one; its non-offset facts (subtags,
+	 * fix_alloc types) are used as they are. */
+	const struct xb_release *rel;
+	bool rel_exact;
+	bool table_from_dwarf;        /* no exact table: offsets from DWARF */
 	int64_t off[XB_F_COUNT];
+	struct xb_layout lay;         /* where each offset came from, and its proof */
+	uint8_t lay_base_proof[XB_F_COUNT]; /* the sweep's unmoved proofs (layout.c) */
 	struct xb_regroles regs;
 	int num_code_ix, pid_num_bits, pid_ser_bits, pid_pixdata;
 	const char *thread_fmt[3]; /* scheduler thread names (release table) */
@@ -86,7 +93,15 @@ struct xb_vm_thread {
 int xb_vm_threads(const struct xb_vm *vm, struct xb_vm_thread **out);
 
 /* Attach (read-only).  On error, xb_err() holds a one-line message that
- * names the problem and the fix. */
+ * names the problem and the fix.  The offsets the features NEEDS read
+ * (layout.h enum xb_need) are proven on the live VM, and discovered where
+ * they fail; a tool then asks xb_layout_require for what it will do. */
+struct xb_attach_opts {
+	unsigned needs;
+	const char *layout_file; /* --layout FILE, or NULL */
+};
+int xb_vm_attach_with(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *o);
+/* The same, proving what naming code needs. */
 int xb_vm_attach(struct xb_vm *vm, pid_t pid);
 void xb_vm_detach(struct xb_vm *vm);
 /* Is the process still alive? */

@@ -7,6 +7,7 @@
 #include "xb/common.h"
 #include "xb/priv.h"
 #include "xb/dwarf_layout.h"
+#include "xb/layout.h"
 #include "xb/safefile.h"
 #include "xb/term.h"
 #include "xb/tasks.h"
@@ -215,19 +216,6 @@ static int version_cmp(const char *a, const char *b)
 	return 0;
 }
 
-/* The compiled-in release nearest below ERTS (else the oldest). */
-static const struct xb_release *nearest_release(const char *erts)
-{
-	const struct xb_release *best = NULL, *oldest = NULL;
-	for (const struct xb_release *const *r = xb_releases; *r; r++) {
-		if (!oldest || version_cmp((*r)->erts, oldest->erts) < 0)
-			oldest = *r;
-		if (version_cmp((*r)->erts, erts) <= 0 && (!best || version_cmp((*r)->erts, best->erts) > 0))
-			best = *r;
-	}
-	return best ? best : oldest;
-}
-
 /* The release whose scheduler thread names the VM's threads have (most
  * matches), else FALLBACK. */
 static const struct xb_release *thread_names_release(const struct xb_vm *vm, const struct xb_release *fallback)
@@ -251,100 +239,127 @@ static const struct xb_release *thread_names_release(const struct xb_vm *vm, con
 	return best;
 }
 
-static int pick_table(struct xb_vm *vm)
+/* The compiled-in table nearest ERTS that has FLAVOR's layout (the
+ * others have only what both flavours share), else any nearest. */
+static const struct xb_release *nearest_of_flavor(const char *erts, enum xb_flavor flavor)
+{
+	const struct xb_release *best = NULL;
+	for (int pass = 0; pass < 2 && !best; pass++) {
+		const struct xb_release *below = NULL, *above = NULL;
+		for (const struct xb_release *const *r = xb_releases; *r; r++) {
+			if (pass == 0 && xb_release_flavor(*r, flavor)->off[XB_F_PROC_SIZE] == XB_NOFIELD)
+				continue;
+			if (version_cmp((*r)->erts, erts) <= 0) {
+				if (!below || version_cmp((*r)->erts, below->erts) > 0)
+					below = *r;
+			} else if (!above || version_cmp((*r)->erts, above->erts) < 0) {
+				above = *r;
+			}
+		}
+		best = below ? below : above;
+	}
+	return best;
+}
+
+static void take_table(struct xb_vm *vm, const struct xb_release *r)
+{
+	const struct xb_release_flavor *fl = xb_release_flavor(r, vm->flavor);
+	if (fl->off[XB_F_PROC_SIZE] == XB_NOFIELD) /* only the other flavour's: the structs are the same */
+		fl = xb_release_flavor(r, vm->flavor == XB_FLAVOR_JIT ? XB_FLAVOR_EMU : XB_FLAVOR_JIT);
+	memcpy(vm->off, fl->off, sizeof(vm->off));
+	/* the register roles are the flavour's own; the other flavour's mean nothing */
+	vm->regs = xb_release_flavor(r, vm->flavor)->regs;
+	vm->num_code_ix = r->num_code_ix;
+	vm->pid_num_bits = r->pid_num_bits;
+	vm->pid_ser_bits = r->pid_ser_bits;
+	vm->pid_pixdata = r->pid_pixdata;
+	memcpy(vm->thread_fmt, r->thread_fmt, sizeof(vm->thread_fmt));
+	vm->rel = r;
+	for (int i = 0; i < XB_F_COUNT; i++)
+		vm->lay.f[i].src = vm->off[i] == XB_NOFIELD ? XB_LSRC_NONE : XB_LSRC_TABLE;
+}
+
+/* Where the offsets start from, in this order: a layout file the user
+ * gave; the table of this very erts version (EXTROSPECT_FORCE_RELEASE
+ * names another, for tests of --check; EXTROSPECT_NO_EXACT_TABLE=1
+ * pretends there is none, for tests of discovery); the beam's own DWARF
+ * over that or the nearest table; the nearest table.  Whatever the
+ * source, every offset in use is then proven on the live VM (prove.c). */
+static int pick_table(struct xb_vm *vm, const char *layout_file)
 {
 	const char *force = secure_getenv("EXTROSPECT_FORCE_RELEASE");
-	const char *want = force && *force ? force : vm->erts;
-	vm->rel = xb_release_find(want);
-	if (force && *force && !vm->rel)
-		return xb_fail("EXTROSPECT_FORCE_RELEASE=%s names no compiled-in release table", force);
+	const char *noexact = secure_getenv("EXTROSPECT_NO_EXACT_TABLE");
+	const struct xb_release *exact = NULL;
+	if (force && *force) {
+		exact = xb_release_find(force);
+		if (!exact)
+			return xb_fail("EXTROSPECT_FORCE_RELEASE=%s names no compiled-in release table", force);
+	} else if (!(noexact && *noexact == '1')) {
+		exact = xb_release_find(vm->erts);
+	}
+	const struct xb_release *base = exact ? exact : nearest_of_flavor(vm->erts, vm->flavor);
+	take_table(vm, base);
+	vm->rel_exact = exact != NULL;
+	vm->lay.forced = force && *force;
+	vm->lay.origin = exact ? (force && *force ? "a forced table" : "the table of this release")
+			       : "the nearest table";
+	snprintf(vm->lay.origin_detail, sizeof(vm->lay.origin_detail), "(erts %s)", base->erts);
+
+	if (layout_file) {
+		int64_t off[XB_F_COUNT];
+		if (xb_layout_read(vm, layout_file, off) < 0)
+			return -1;
+		memcpy(vm->off, off, sizeof(off));
+		for (int i = 0; i < XB_F_COUNT; i++)
+			vm->lay.f[i].src = off[i] == XB_NOFIELD ? XB_LSRC_NONE : XB_LSRC_FILE;
+		vm->lay.origin = "a layout file";
+		snprintf(vm->lay.origin_detail, sizeof(vm->lay.origin_detail), "%s", layout_file);
+		return 0;
+	}
 
 	int64_t dw[XB_F_COUNT];
 	int have_dwarf = vm->dwarf ? xb_dwarf_layout(vm->dwarf, dw) : 0;
-	if (have_dwarf) {
-		/* The DWARF is the target's file: offsets outside their struct
-		 * are not used (the table's value stays, if there is one). */
-		char why[200];
-		const int64_t *tab = vm->rel ? xb_release_flavor(vm->rel, vm->flavor)->off : NULL;
-		int bad = xb_dwarf_validate(dw, tab, why, sizeof(why));
-		if (bad)
-			fprintf(stderr, "warning: this beam's DWARF gives %d implausible offsets (e.g. %s); "
-					"not used\n", bad, why);
-	}
-
-	if (vm->rel) {
-		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
-		memcpy(vm->off, fl->off, sizeof(vm->off));
-		vm->regs = fl->regs;
-		vm->num_code_ix = vm->rel->num_code_ix;
-		vm->pid_num_bits = vm->rel->pid_num_bits;
-		vm->pid_ser_bits = vm->rel->pid_ser_bits;
-		vm->pid_pixdata = vm->rel->pid_pixdata;
-		memcpy(vm->thread_fmt, vm->rel->thread_fmt, sizeof(vm->thread_fmt));
-		if (have_dwarf) {
-			/* DWARF describes this very binary: it wins, and a
-			 * disagreement is reported (the table may be for a
-			 * differently configured build). */
-			for (int i = 0; i < XB_F_COUNT; i++) {
-				if (dw[i] == XB_NOFIELD)
-					continue;
-				if (vm->off[i] != dw[i])
-					fprintf(stderr, "warning: %s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF\n",
-						xb_field_name(i), vm->rel->erts, (long long)vm->off[i], (long long)dw[i]);
-				vm->off[i] = dw[i];
-			}
-			/* Each source was checked alone; the mix too: a struct
-			 * size from the DWARF with members from the table (or
-			 * the other way round) must still hold each member
-			 * inside its struct, whose buffers are that size. */
-			char why[200];
-			int bad = xb_dwarf_validate(vm->off, NULL, why, sizeof(why));
-			if (bad)
-				fprintf(stderr, "warning: this beam's DWARF and the table for erts %s together give %d "
-						"offsets outside their struct (e.g. %s); not used\n",
-					vm->rel->erts, bad, why);
-		}
+	if (!have_dwarf)
 		return 0;
+	/* The DWARF is the target's file: offsets outside their struct are
+	 * not used (the table's value stays). */
+	char why[200];
+	int bad = xb_dwarf_validate(dw, vm->off, why, sizeof(why));
+	if (bad)
+		fprintf(stderr, "warning: this beam's DWARF gives %d implausible offsets (e.g. %s); not used\n", bad,
+			why);
+	/* DWARF describes this very binary: it wins.  A table of the same
+	 * version that disagrees is reported (a differently configured
+	 * build); the nearest table of another version is expected to. */
+	for (int i = 0; i < XB_F_COUNT; i++) {
+		if (dw[i] == XB_NOFIELD)
+			continue;
+		if (vm->off[i] != dw[i] && exact && vm->off[i] != XB_NOFIELD)
+			fprintf(stderr, "warning: %s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF\n",
+				xb_field_name(i), base->erts, (long long)vm->off[i], (long long)dw[i]);
+		vm->off[i] = dw[i];
+		vm->lay.f[i].src = XB_LSRC_DWARF;
 	}
-	if (have_dwarf) {
-		/* No table, but the binary describes itself: offsets from its
-		 * DWARF; what DWARF does not say (pid layout, code indices,
-		 * register roles of the JIT) from the nearest release we know;
-		 * the scheduler threads' names from the table whose names the
-		 * VM's threads actually have. */
-		memcpy(vm->off, dw, sizeof(vm->off));
-		vm->table_from_dwarf = true;
-		const struct xb_release *near = nearest_release(vm->erts);
-		const struct xb_release_flavor *fl = xb_release_flavor(near, vm->flavor);
-		vm->regs = fl->regs;
-		vm->num_code_ix = near->num_code_ix;
-		vm->pid_num_bits = near->pid_num_bits;
-		vm->pid_ser_bits = near->pid_ser_bits;
-		vm->pid_pixdata = near->pid_pixdata;
-		const struct xb_release *names = thread_names_release(vm, near);
-		memcpy(vm->thread_fmt, names->thread_fmt, sizeof(vm->thread_fmt));
-		if (vm->flavor == XB_FLAVOR_EMU) {
-			/* beam_emu.c: register ... c_p, E REG_stop, I REG_I */
-			int r;
-			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
-				vm->regs.I = r;
-			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "E")) != XB_PREG_NONE)
-				vm->regs.E = r;
-			if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "c_p")) != XB_PREG_NONE)
-				vm->regs.c_p = r;
-		}
-		if (xb_verbose)
-			fprintf(stderr, "note: no release table for erts %s; using this beam's DWARF "
-					"(pid layout and register roles as in erts %s, thread names as in erts %s)\n",
-				vm->erts, near->erts, names->erts);
-		return 0;
+	/* Each source was checked alone; the mix too. */
+	bad = xb_dwarf_validate(vm->off, NULL, why, sizeof(why));
+	if (bad)
+		fprintf(stderr, "warning: this beam's DWARF and the table for erts %s together give %d offsets "
+				"outside their struct (e.g. %s); not used\n", base->erts, bad, why);
+	vm->table_from_dwarf = !exact;
+	vm->lay.origin = exact ? "DWARF over the table of this release" : "DWARF over the nearest table";
+	const struct xb_release *names = thread_names_release(vm, base);
+	memcpy(vm->thread_fmt, names->thread_fmt, sizeof(vm->thread_fmt));
+	if (vm->flavor == XB_FLAVOR_EMU) {
+		/* beam_emu.c: register ... c_p, E REG_stop, I REG_I */
+		int r;
+		if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "I")) != XB_PREG_NONE)
+			vm->regs.I = r;
+		if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "E")) != XB_PREG_NONE)
+			vm->regs.E = r;
+		if ((r = xb_dwarf_fixed_reg(vm->dwarf, "process_main", "c_p")) != XB_PREG_NONE)
+			vm->regs.c_p = r;
 	}
-	char list[512];
-	xb_release_list(list, sizeof(list));
-	return xb_fail("unsupported release: OTP %s (erts %s) has no table here and this beam.smp "
-		       "has no DWARF; supported: %s; install the VM's debug symbols (its -dbgsym "
-		       "package) or build it with -g",
-		       vm->otp[0] ? vm->otp : "?", vm->erts[0] ? vm->erts : "?", list);
+	return 0;
 }
 
 /* erts_proc's pid interleaving parameters (erl_ptab.h ErtsPTabReadOnlyData;
@@ -409,7 +424,7 @@ static int may_trace(struct xb_vm *vm)
 	return 0;
 }
 
-static int attach(struct xb_vm *vm, pid_t pid)
+static int attach(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *o)
 {
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return xb_fail("no such process: PID %d does not exist; find the VM with "
@@ -475,10 +490,8 @@ static int attach(struct xb_vm *vm, pid_t pid)
 		return xb_fail("cannot tell the erts version of PID %d (%s): its path has no "
 			       "erts-VERSION directory and -root has no releases/start_erl.data",
 			       (int)pid, vm->exe);
-	if (pick_table(vm) < 0)
+	if (pick_table(vm, o->layout_file) < 0)
 		return -1;
-	if (vm->off[XB_F_PROC_SIZE] == XB_NOFIELD)
-		return xb_fail("release table for erts %s lacks struct process; regenerate it", vm->erts);
 	resolve_symbols(vm);
 	if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab ||
 	    (vm->flavor == XB_FLAVOR_JIT && !vm->sym.jit_desc)) {
@@ -486,17 +499,39 @@ static int attach(struct xb_vm *vm, pid_t pid)
 		xb_vm_count_sched_threads(vm, nth);
 		xb_vm_discover(vm, nth[0], nth[1], nth[2]);
 	}
+	/* Every offset the tool's features read, proven on the live VM;
+	 * searched for where it does not hold. */
+	xb_layout_prove(vm, o->needs, !vm->lay.forced);
+	if (vm->lay.discovered && !vm->lay.mutating) {
+		/* sizes and globals found with the offsets that did not hold */
+		if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab) {
+			int nth[3];
+			xb_vm_count_sched_threads(vm, nth);
+			xb_vm_discover(vm, nth[0], nth[1], nth[2]);
+		}
+		if (xb_verbose)
+			fprintf(stderr, "note: %u struct offsets of this VM (erts %s) differ from %s %s: discovered "
+					"in its data in %.0f ms (erlang-sample --check lists them)\n",
+				vm->lay.discovered, vm->erts, vm->lay.origin, vm->lay.origin_detail,
+				vm->lay.discover_ns / 1e6);
+	}
 	read_pix(vm);
 	return 0;
 }
 
 int xb_vm_attach(struct xb_vm *vm, pid_t pid)
 {
+	struct xb_attach_opts o = { XB_NEED_CODE | XB_NEED_ATOMS, NULL };
+	return xb_vm_attach_with(vm, pid, &o);
+}
+
+int xb_vm_attach_with(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *o)
+{
 	memset(vm, 0, sizeof(*vm));
 	vm->pid = pid;
 	vm->syms.rootfd = -1;
 	vm->mem.pidfd = -1;
-	int rc = attach(vm, pid);
+	int rc = attach(vm, pid, o);
 	/* The VM exiting at any moment of attaching ends it with one line
 	 * that says so (whatever read failed first), and so does ^C.  A
 	 * process being killed loses its memory and /proc/PID/exe before its

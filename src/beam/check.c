@@ -32,35 +32,40 @@ static void report(struct ctx *c, bool ok, const char *name, const char *fmt, ..
 		c->failed++;
 }
 
-/* The table against this binary's own DWARF, when it has any. */
+/* Where the offsets came from, and the proof of each on this VM. */
 static void check_table(struct ctx *c, struct xb_vm *vm)
 {
-	bool match = vm->table_from_dwarf || (vm->rel && strcmp(vm->rel->erts, vm->erts) == 0);
-	report(c, match, "release-table", "VM erts %s (OTP %s, %s, %s); %s%s; debug info %s",
+	const struct xb_layout *lay = &vm->lay;
+	unsigned bad = lay->needs_checked & ~lay->needs_ok;
+	report(c, !bad, "release-table", "VM erts %s (OTP %s, %s, %s); offsets from %s %s, %u discovered; debug info %s%s%s",
 	       vm->erts, vm->otp[0] ? vm->otp : "?", vm->otp_version[0] ? vm->otp_version : "?",
-	       xb_flavor_name(vm->flavor),
-	       vm->rel ? "table for erts " : "no table: offsets from DWARF",
-	       vm->rel ? vm->rel->erts : "", xb_debug_name(vm->debug));
-	if (!vm->dwarf || !vm->rel)
-		return;
-	int64_t dw[XB_F_COUNT];
-	xb_dwarf_layout(vm->dwarf, dw);
-	const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
-	int diffs = 0, compared = 0;
-	char first[256] = "";
-	for (int i = 0; i < XB_F_COUNT; i++) {
-		if (dw[i] == XB_NOFIELD && fl->off[i] == XB_NOFIELD)
-			continue;
-		compared++;
-		if (dw[i] != fl->off[i]) {
-			if (!diffs)
-				snprintf(first, sizeof(first), "; first: %s table %lld, DWARF %lld", xb_field_name(i),
-					 (long long)fl->off[i], (long long)dw[i]);
-			diffs++;
+	       xb_flavor_name(vm->flavor), lay->origin ? lay->origin : "?", lay->origin_detail, lay->discovered,
+	       xb_debug_name(vm->debug), bad ? "; first failure: " : "", bad ? lay->failed : "");
+	if (vm->dwarf && vm->rel && vm->rel_exact) {
+		int64_t dw[XB_F_COUNT];
+		xb_dwarf_layout(vm->dwarf, dw);
+		const struct xb_release_flavor *fl = xb_release_flavor(vm->rel, vm->flavor);
+		int diffs = 0, compared = 0;
+		char first[256] = "";
+		for (int i = 0; i < XB_F_COUNT; i++) {
+			if (dw[i] == XB_NOFIELD && fl->off[i] == XB_NOFIELD)
+				continue;
+			compared++;
+			if (dw[i] != fl->off[i]) {
+				if (!diffs)
+					snprintf(first, sizeof(first), "; first: %s table %lld, DWARF %lld",
+						 xb_field_name(i), (long long)fl->off[i], (long long)dw[i]);
+				diffs++;
+			}
 		}
+		report(c, diffs == 0, "table-vs-dwarf", "%d of %d fields agree with this beam's DWARF%s",
+		       compared - diffs, compared, first);
 	}
-	report(c, diffs == 0, "table-vs-dwarf", "%d of %d fields agree with this beam's DWARF%s",
-	       compared - diffs, compared, first);
+	int failed = xb_layout_report(vm, c->out);
+	if (failed)
+		c->failed++;
+	else
+		c->passed++;
 }
 
 static void check_atoms(struct ctx *c, struct xb_vm *vm)

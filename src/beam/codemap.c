@@ -178,6 +178,11 @@ int xb_codemap_parse_symfile(struct xb_codemap *cm, const int64_t *off, const ui
 		return xb_fail("truncated module record");
 	int64_t p = off[XB_F_DBGINFO_SIZE] + namelen;
 	cm->modules++;
+	/* the shared code's record (beam_jit_metadata.cpp: module "global") */
+	int64_t mn = pay + off[XB_F_MODINFO_NAME];
+	if ((namelen == 6 || namelen == 7) && mn >= 0 && (uint64_t)mn + namelen <= len &&
+	    memcmp(buf + mn, "global", 6) == 0 && (namelen == 6 || buf[mn + 6] == 0))
+		cm->saw_global = true; /* the length counts the NUL */
 	/* A pending "-CodeInfoPrologue" range, to fold into the next one. */
 	uint64_t pend_start = 0, pend_end = 0;
 	char pend_name[1100];
@@ -273,9 +278,10 @@ static bool essential_record(const int64_t *off, const uint8_t *b, size_t len)
 	if (header == 0)
 		return true;
 	int64_t name = pay + off[XB_F_MODINFO_NAME];
-	return header == 1 && get(b, len, pay + off[XB_F_MODINFO_NAME_LENGTH], &nl, 2) && nl == 6 &&
-	       name >= 0 && (uint64_t)name + 6 <= len &&
-	       memcmp(b + name, "global", 6) == 0;
+	/* the name's length counts its NUL (beam_jit_metadata.cpp) */
+	return header == 1 && get(b, len, pay + off[XB_F_MODINFO_NAME_LENGTH], &nl, 2) && (nl == 6 || nl == 7) &&
+	       name >= 0 && (uint64_t)name + nl <= len && memcmp(b + name, "global", 6) == 0 &&
+	       (nl == 6 || b[name + 6] == 0);
 }
 
 #define ESSENTIAL_PEEK 64           /* bytes of a symfile read to tell */
@@ -425,8 +431,11 @@ static int build_jit(struct xb_vm *vm, struct xb_codemap *cm, unsigned flags)
 	xb_ivset_free(&named);
 	if (xb_interrupted)
 		return xb_fail("interrupted"); /* not worth sorting */
-	if (!cm->normal_exit && vm->sym.normal_exit_ptr)
-		xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &cm->normal_exit);
+	/* the VM's own global, where the binary names it; the emulator
+	 * record's copy otherwise */
+	uint64_t ne;
+	if (vm->sym.normal_exit_ptr && xb_read_u64(&vm->mem, vm->sym.normal_exit_ptr, &ne) == 0)
+		cm->normal_exit = ne;
 	xb_codemap_finish(cm);
 	return 0;
 fail:

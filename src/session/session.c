@@ -73,11 +73,11 @@ static double now_s(void)
 	return (double)xb_now_ns() / 1e9;
 }
 
-int xb_session_attach(struct xb_session *s, pid_t pid)
+int xb_session_attach(struct xb_session *s, pid_t pid, const struct xb_attach_opts *ao)
 {
 	memset(s, 0, sizeof(*s));
 	s->cpu_before_s = cpu_s();
-	int rc = xb_vm_attach(&s->vm, pid);
+	int rc = xb_vm_attach_with(&s->vm, pid, ao);
 	s->attached = true; /* detach frees what attach took, even on failure */
 	return rc;
 }

@@ -38,6 +38,7 @@ struct opts {
 	size_t top;
 	bool only_erlang, skid_summary, pstack, idle_stacks, check, help, version, no_realtime, dump;
 	bool lines, erlang_names, live;
+	const char *layout, *write_layout;
 	double live_interval, live_window;
 	double pstack_wait;
 	const char *blame, *format, *capture, *perf_read;
@@ -81,6 +82,12 @@ static const struct xb_opt options[] = {
 	  "verify the release table, offsets and globals in use\n"
 	  "against the running VM; one line per check, exit 1\n"
 	  "on any FAIL", .group = "Modes:" },
+	{ "write-layout", 0, XB_OPT_STR, &o.write_layout, "FILE",
+	  "prove this VM's struct offsets (as --check does) and\n"
+	  "write them to FILE ('-': standard output), for\n"
+	  "--layout on another machine running the same build\n"
+	  "(e.g. written on a build with debug info, used on its\n"
+	  "stripped copy in production)" },
 	{ "pstack", 0, XB_OPT_FLAG, &o.pstack, NULL,
 	  "one mixed native+Erlang stack per running scheduler, now\n"
 	  "(dirty schedulers: those working for a process)" },
@@ -219,6 +226,11 @@ static const struct xb_opt options[] = {
 	  "sleeps for 100 ms, is reported idle", 0.001, 3600 },
 	{ "idle-scheduler-stacks", 0, XB_OPT_FLAG, &o.idle_stacks, NULL,
 	  "with --pstack, show where idle schedulers wait" },
+	{ "layout", 0, XB_OPT_STR, &o.layout, "FILE",
+	  "struct offsets from FILE (written by --write-layout on\n"
+	  "a build of the same release with debug info) instead of\n"
+	  "a release table; proven on the VM before use, like any",
+	  .group = "VM layout (default: the release table, DWARF, then discovery):" },
 	{ "force-c_p-register", 0, XB_OPT_FN, &o.force_reg[0], "REG", "register holding c_p (the current Process*)",
 	  .parse = parse_reg,
 	  .group = "Interpreter register overrides (default: from DWARF / release table):" },
@@ -316,6 +328,7 @@ enum {
 	A_FMT_JSON = 1u << 13,  /* --format json */
 	A_FMT_STACK = 1u << 14, /* --format folded, flamegraph, speedscope or pprof */
 	A_NO_TTY = 1u << 15,    /* standard output is not a terminal */
+	A_WRITE_LAYOUT = 1u << 16,
 	A_FORMAT = A_FMT_TABLE | A_FMT_JSON | A_FMT_STACK,
 	A_SCHED = A_SCHEDULERS | A_LONG_CALLS,
 };
@@ -324,7 +337,7 @@ enum {
 static const char *const asked_names[] = { "--pstack", "--check", "--dump", "--blame", "--live",
 					   "--schedulers", "--long-calls", "--by", "--only-erlang",
 					   "--long-calls-ms", "--output", "-o", "--format", "--format",
-					   "--format", "" };
+					   "--format", "", "--write-layout" };
 
 struct rule {
 	unsigned when, unless;
@@ -362,6 +375,9 @@ static const struct rule rules[] = {
 	  "is --format speedscope" },
 	{ A_SCHEDULERS | A_FMT_STACK, 0, { 0 }, "--schedulers writes a table or JSON; drop --format {format}" },
 	{ A_LONG_CALLS | A_FMT_STACK, 0, { 0 }, "--long-calls writes a table or JSON; drop --format {format}" },
+	{ A_WRITE_LAYOUT, 0, { A_PSTACK | A_CHECK | A_DUMP | A_BLAME | A_LIVE | A_SCHED | A_BY | A_OUTPUT },
+	  "--write-layout is a mode of its own; drop {opt}" },
+	{ A_WRITE_LAYOUT, 0, { A_FORMAT }, "--write-layout writes a layout file; drop --format {format}" },
 	{ A_PSTACK | A_OUTPUTS, 0, { 0 }, "--pstack writes one result; pass one -o" },
 	{ A_CHECK | A_OUTPUTS, 0, { 0 }, "--check writes one result; pass one -o" },
 	{ A_DUMP | A_OUTPUTS, 0, { 0 }, "--dump writes one result; pass one -o" },
@@ -389,6 +405,7 @@ static unsigned options_asked(void)
 		{ o.format && !strcmp(o.format, "json"), A_FMT_JSON },
 		{ o.format && strcmp(o.format, "table") && strcmp(o.format, "json"), A_FMT_STACK },
 		{ !isatty(STDOUT_FILENO), A_NO_TTY },
+		{ o.write_layout != NULL, A_WRITE_LAYOUT },
 	};
 	unsigned asked = 0;
 	for (size_t i = 0; i < XB_ARRAY_SIZE(v); i++)
@@ -606,13 +623,33 @@ static int run_check(struct xb_session *s, struct output *outs, size_t nouts)
 {
 	if (open_outputs(outs, nouts) < 0)
 		return fail(s, 1);
-	int rc = xb_check(&s->vm, outs[0].f) ? 1 : 0;
+	int rc;
+	/* tests only: every offset in use moved by +-8 and +-16 must fail */
+	const char *sweep = secure_getenv("EXTROSPECT_LAYOUT_MUTATIONS");
+	if (sweep && *sweep == '1')
+		rc = xb_layout_mutation_sweep(&s->vm, XB_NEED_ALL, outs[0].f) ? 1 : 0;
+	else
+		rc = xb_check(&s->vm, outs[0].f) ? 1 : 0;
 	xb_overruns_report(stderr, PROG);
 	if (commit_outputs(outs, nouts) < 0)
 		rc = fail(s, 1);
 	else
 		xb_session_close(s);
 	return rc;
+}
+
+/* --write-layout FILE: what this VM proved, for --layout elsewhere;
+ * refused when what sampling reads does not hold. */
+static int write_layout(struct xb_session *s)
+{
+	if (xb_layout_require(&s->vm, XB_NEED_STACK, PROG " --write-layout") < 0 ||
+	    xb_layout_write(&s->vm, o.write_layout) < 0)
+		return fail(s, 1);
+	if (xb_verbose)
+		fprintf(stderr, PROG ": wrote the layout of PID %d (erts %s, %s) to %s\n", (int)s->vm.pid, s->vm.erts,
+			xb_flavor_name(s->vm.flavor), o.write_layout);
+	xb_session_close(s);
+	return 0;
 }
 
 /* --blame FN where no function of the VM matches: one line (close
@@ -806,7 +843,15 @@ int main(int argc, char **argv)
 	raise_nofile_limit();
 
 	struct xb_session s;
-	if (xb_session_attach(&s, pid) < 0) {
+	/* What this run reads, proven at attach (layout.h). */
+	struct xb_attach_opts ao = { XB_NEED_STACK, o.layout };
+	if (o.lines)
+		ao.needs |= XB_NEED_LINES;
+	if (o.dump || o.schedulers || o.long_calls)
+		ao.needs |= XB_NEED_PROCS;
+	if (o.check || o.write_layout)
+		ao.needs = XB_NEED_ALL;
+	if (xb_session_attach(&s, pid, &ao) < 0) {
 		if (!o.check)
 			return fail(&s, 1);
 		/* a table that does not fit is a check that fails */
@@ -816,5 +861,9 @@ int main(int argc, char **argv)
 	}
 	if (o.check)
 		return run_check(&s, outs, nouts);
+	if (o.write_layout)
+		return write_layout(&s);
+	if (xb_layout_require(&s.vm, ao.needs, PROG) < 0)
+		return fail(&s, 1);
 	return run_sampling(&s, pid, by, outs, nouts, argv + first + 1, (size_t)(argc - first - 1));
 }

@@ -209,6 +209,18 @@ const struct xb_release xb_release_erts_13_1_5 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 			[XB_F_SCHEDREGS_SIZE] = 16512, /* ErtsSchedulerRegisters_ size (erl_process.h) */
+			[XB_F_PROC_GROUP_LEADER] = 296, /* process.group_leader (erl_process.h) */
+			[XB_F_PROC_PARENT] = 480, /* process.parent (erl_process.h) */
+			[XB_F_PROC_SIGQ_LAST] = 336, /* process.sig_qs.last (erl_process.h) */
+			[XB_F_PROC_SIGQ_CONT_LAST] = 360, /* process.sig_qs.cont_last (erl_process.h) */
+			[XB_F_PROC_SIGQ_LEN] = 392, /* process.sig_qs.len (erl_process.h) */
+			[XB_F_PROC_SIGINQ_LAST] = 664, /* process.sig_inq.last (erl_process.h) */
+			[XB_F_PROC_SIGINQ_LEN] = 672, /* process.sig_inq.len (erl_process.h) */
+			[XB_F_PROC_RUN_QUEUE] = 768, /* process.run_queue (erl_process.h) */
+			[XB_F_SCHED_DIRTY_NO] = 192, /* ErtsSchedulerData_.dirty_no (erl_process.h) */
+			[XB_F_SCHED_RUN_QUEUE] = 232, /* ErtsSchedulerData_.run_queue (erl_process.h) */
+			[XB_F_RUNQ_IX] = 0, /* ErtsRunQueue_.ix (erl_process.h) */
+			[XB_F_RUNQ_LEN] = 208, /* ErtsRunQueue_.len (erl_process.h) */
 		},
 		.regs = { .c_p = XB_PREG_R12, .E = XB_PREG_R13, .I = XB_PREG_BX, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
@@ -411,6 +423,18 @@ const struct xb_release xb_release_erts_13_1_5 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 			[XB_F_SCHEDREGS_SIZE] = 16592, /* ErtsSchedulerRegisters_ size (erl_process.h) */
+			[XB_F_PROC_GROUP_LEADER] = 296, /* process.group_leader (erl_process.h) */
+			[XB_F_PROC_PARENT] = 480, /* process.parent (erl_process.h) */
+			[XB_F_PROC_SIGQ_LAST] = 336, /* process.sig_qs.last (erl_process.h) */
+			[XB_F_PROC_SIGQ_CONT_LAST] = 360, /* process.sig_qs.cont_last (erl_process.h) */
+			[XB_F_PROC_SIGQ_LEN] = 392, /* process.sig_qs.len (erl_process.h) */
+			[XB_F_PROC_SIGINQ_LAST] = 664, /* process.sig_inq.last (erl_process.h) */
+			[XB_F_PROC_SIGINQ_LEN] = 672, /* process.sig_inq.len (erl_process.h) */
+			[XB_F_PROC_RUN_QUEUE] = 768, /* process.run_queue (erl_process.h) */
+			[XB_F_SCHED_DIRTY_NO] = 192, /* ErtsSchedulerData_.dirty_no (erl_process.h) */
+			[XB_F_SCHED_RUN_QUEUE] = 232, /* ErtsSchedulerData_.run_queue (erl_process.h) */
+			[XB_F_RUNQ_IX] = 0, /* ErtsRunQueue_.ix (erl_process.h) */
+			[XB_F_RUNQ_LEN] = 208, /* ErtsRunQueue_.len (erl_process.h) */
 		},
 		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},

@@ -209,6 +209,18 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = XB_NOFIELD, /* ErtsHLTimer_ size */
 			[XB_F_BIFTIMER_SIZE] = XB_NOFIELD, /* ErtsBifTimer_ size */
 			[XB_F_SCHEDREGS_SIZE] = XB_NOFIELD, /* ErtsSchedulerRegisters_ size */
+			[XB_F_PROC_GROUP_LEADER] = XB_NOFIELD,
+			[XB_F_PROC_PARENT] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_CONT_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_SIGINQ_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_RUN_QUEUE] = XB_NOFIELD,
+			[XB_F_SCHED_DIRTY_NO] = XB_NOFIELD,
+			[XB_F_SCHED_RUN_QUEUE] = XB_NOFIELD,
+			[XB_F_RUNQ_IX] = XB_NOFIELD,
+			[XB_F_RUNQ_LEN] = XB_NOFIELD,
 		},
 		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
@@ -411,6 +423,18 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 			[XB_F_SCHEDREGS_SIZE] = 16528, /* ErtsSchedulerRegisters_ size (erl_process.h) */
+			[XB_F_PROC_GROUP_LEADER] = XB_NOFIELD,
+			[XB_F_PROC_PARENT] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_CONT_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_SIGINQ_LAST] = XB_NOFIELD,
+			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_RUN_QUEUE] = XB_NOFIELD,
+			[XB_F_SCHED_DIRTY_NO] = XB_NOFIELD,
+			[XB_F_SCHED_RUN_QUEUE] = XB_NOFIELD,
+			[XB_F_RUNQ_IX] = XB_NOFIELD,
+			[XB_F_RUNQ_LEN] = XB_NOFIELD,
 		},
 		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
