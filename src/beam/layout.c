@@ -176,7 +176,7 @@ int xb_layout_write(const struct xb_vm *vm, const char *path)
 		fprintf(f, "threads %d %s\n", k, vm->thread_fmt[k] ? vm->thread_fmt[k] : "-");
 	for (int i = 0; i < XB_F_COUNT; i++) {
 		const struct xb_fstate *s = &vm->lay.f[i];
-		if (vm->off[i] < 0)
+		if (vm->off[i] < 0 || !xb_field_specs[i].needs)
 			continue;
 		fprintf(f, "field %s %lld %s\n", xb_field_specs[i].id + 5, (long long)vm->off[i],
 			s->proof == XB_LP_UNCHECKED ? "unchecked" : xb_lproof_name((enum xb_lproof)s->proof));

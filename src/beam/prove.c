@@ -333,7 +333,11 @@ static long score(const struct tally *t, const struct fcheck *c, size_t n)
 {
 	if (verdict(t, c, n) == XB_LP_FAILED)
 		return -1000000;
-	return (long)(t->ok < 64 ? t->ok : 64) - 8 * (long)t->bad;
+	/* A weak invariant (NULL or a pointer, a small count) holds at many
+	 * offsets, and more objects may satisfy it at a wrong one: it only
+	 * breaks ties; strict ones place the runs. */
+	long cap = c->strict ? 64 : 1;
+	return (long)(t->ok < (uint32_t)cap ? t->ok : (uint32_t)cap) - 8 * (long)t->bad;
 }
 
 /* Discovery over one struct: the Viterbi path over its fields (in member
@@ -409,18 +413,21 @@ out:
 /* One field alone, the others where they are: the shift of the
  * strongest evidence for it.  For a field whose neighbours in the run
  * above did not move with it.  Returns whether it moved. */
-static bool search_field(struct pv *pv, const struct objset *os, const struct fcheck *c, int64_t *off)
+static bool search_field(struct pv *pv, const struct objset *os, const struct fcheck *c, int64_t *off,
+			 const int64_t *shifts, size_t nshifts, bool weak)
 {
 	int64_t o = pv->origin[c->f];
 	if (o < 0)
 		return false;
 	long bs = -2000000;
 	int64_t bo = off[c->f];
-	for (int64_t d = -MAX_SHIFT; d <= MAX_SHIFT && !xb_interrupted; d += SHIFT_STEP) {
+	for (size_t k = 0; k < nshifts && !xb_interrupted; k++) {
+		int64_t d = shifts[k];
 		struct tally t;
 		tally(pv, os, c, off, o + d, &t);
 		long s = score(&t, c, os->n) - (d != 0);
-		if (verdict(&t, c, os->n) == XB_LP_PROVEN && s > bs) {
+		enum xb_lproof v = verdict(&t, c, os->n);
+		if ((v == XB_LP_PROVEN || (weak && v == XB_LP_CONSISTENT)) && s > bs) {
 			bs = s;
 			bo = o + d;
 		}
@@ -497,34 +504,82 @@ static int prove_or_find(struct pv *pv, const struct objset *os, const struct fc
 	memcpy(cand, off, sizeof(int64_t) * XB_F_COUNT);
 	search_struct(pv, os, checks, n, cand);
 	for (int round = 0; round < 2; round++) {
-		/* fields the common shifts left failing: alone */
+		/* A field the common shifts left failing, alone, at one of the
+		 * shifts the proven fields show (a field moves with some run
+		 * of its neighbours; a weak invariant anywhere else could hold
+		 * by chance). */
 		struct xb_layout saved = *pv->lay;
 		int f2 = prove_struct(pv, os, checks, n, cand);
+		int64_t shifts[64];
+		size_t ns = 0;
+		shifts[ns++] = 0;
+		for (size_t k = 0; k < n && ns < 64; k++) {
+			enum xb_field f = checks[k].f;
+			int64_t d = cand[f] - pv->origin[f];
+			bool have = false;
+			for (size_t j = 0; j < ns; j++)
+				have |= shifts[j] == d;
+			if (!have && pv->lay->f[f].proof == XB_LP_PROVEN && pv->origin[f] >= 0 && checks[k].strict)
+				shifts[ns++] = d;
+		}
 		*pv->lay = saved;
 		if (!f2)
 			break;
 		for (size_t k = 0; k < n; k++) {
 			struct tally t;
 			tally(pv, os, &checks[k], cand, cand[checks[k].f], &t);
-			if (verdict(&t, &checks[k], os->n) == XB_LP_FAILED)
-				search_field(pv, os, &checks[k], cand);
+			if (verdict(&t, &checks[k], os->n) != XB_LP_FAILED)
+				continue;
+			if (checks[k].strict) {
+				search_field(pv, os, &checks[k], cand, shifts, ns, false);
+				continue;
+			}
+			/* a weak one at a run's edge: the shift of the field
+			 * before it or after it */
+			int64_t nb[2] = { 0, 0 };
+			size_t nn = 0;
+			enum xb_field f = checks[k].f, lo = XB_F_COUNT, hi = XB_F_COUNT;
+			for (size_t j = 0; j < n; j++) {
+				enum xb_field g = checks[j].f;
+				if (g == f || pv->origin[g] < 0)
+					continue;
+				if (pv->origin[g] < pv->origin[f] && (lo == XB_F_COUNT || pv->origin[g] > pv->origin[lo]))
+					lo = g;
+				if (pv->origin[g] > pv->origin[f] && (hi == XB_F_COUNT || pv->origin[g] < pv->origin[hi]))
+					hi = g;
+			}
+			if (lo != XB_F_COUNT)
+				nb[nn++] = cand[lo] - pv->origin[lo];
+			if (hi != XB_F_COUNT)
+				nb[nn++] = cand[hi] - pv->origin[hi];
+			search_field(pv, os, &checks[k], cand, nb, nn, true);
 		}
 	}
 	int f3 = prove_struct(pv, os, checks, n, cand);
-	if (f3 == 0) {
+	if (xb_verbose >= 2)
 		for (size_t k = 0; k < n; k++) {
 			enum xb_field f = checks[k].f;
-			if (cand[f] != off[f]) {
-				pv->lay->f[f].src = XB_LSRC_DISCOVERED;
-				pv->lay->discovered++;
-			}
+			fprintf(stderr, "layout: discovery: %-40s %5lld -> %5lld  %s %s\n", xb_field_name(f),
+				(long long)off[f], (long long)cand[f], xb_lproof_name((enum xb_lproof)pv->lay->f[f].proof),
+				pv->lay->f[f].note);
 		}
-		memcpy(off, cand, sizeof(int64_t) * XB_F_COUNT);
-		free(cand);
-		return 0;
+	/* Each field that holds where discovery put it takes that offset;
+	 * one that holds nowhere keeps its source's, and fails (what needs
+	 * it is switched off). */
+	(void)f3;
+	unsigned moved = 0;
+	for (size_t k = 0; k < n; k++) {
+		enum xb_field f = checks[k].f;
+		uint8_t p = pv->lay->f[f].proof;
+		if (cand[f] != off[f] && (p == XB_LP_PROVEN || p == XB_LP_CONSISTENT)) {
+			off[f] = cand[f];
+			pv->lay->f[f].src = XB_LSRC_DISCOVERED;
+			moved++;
+		}
 	}
+	pv->lay->discovered += moved;
 	free(cand);
-	return prove_struct(pv, os, checks, n, off); /* report what the source gave */
+	return prove_struct(pv, os, checks, n, off);
 }
 
 /* ------------------------------------------------------------------ */
