@@ -293,6 +293,8 @@ enum xb_subtag_kind {
 extern const char *const xb_subtag_macro[XB_ST_COUNT];
 
 enum xb_flavor { XB_FLAVOR_UNKNOWN = 0, XB_FLAVOR_EMU, XB_FLAVOR_JIT };
+/* "jit", "emu", "unknown" */
+const char *xb_flavor_name(enum xb_flavor f);
 
 /* Where the emulator loop keeps its state while Erlang code runs. */
 struct xb_regroles {

@@ -108,7 +108,6 @@ void xb_vm_detach(struct xb_vm *vm);
 bool xb_vm_alive(struct xb_vm *vm);
 /* Field offset, or XB_NOFIELD. */
 static inline int64_t xb_off(const struct xb_vm *vm, enum xb_field f) { return vm->off[f]; }
-const char *xb_flavor_name(enum xb_flavor f);
 
 /* ---- atoms.c ---- */
 /* The atom's text, quoted as the VM prints it (cached: atoms are never

@@ -24,11 +24,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-const char *xb_flavor_name(enum xb_flavor f)
-{
-	return f == XB_FLAVOR_JIT ? "jit" : f == XB_FLAVOR_EMU ? "emu" : "unknown";
-}
-
 static int perm_error(pid_t pid, const char *what)
 {
 	if (geteuid() == 0 || xb_have_cap(CAP_SYS_PTRACE))

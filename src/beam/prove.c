@@ -998,7 +998,7 @@ static enum ev ev_reds(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 {
 	(void)off;
 	uint64_t v = g64(pv, i, at);
-	if (v >= (1ull << 48))
+	if (v >= (1ull << 48) || ptr_ok(pv, v))
 		return EV_BAD;
 	return v > 2000 && (v & 0xf) != 0x3 /* not a pid: group_leader */ ? EV_OK : EV_NA;
 }
@@ -1292,9 +1292,9 @@ static enum ev ev_dictionary(struct pv *pv, size_t i, const int64_t *off, int64_
 	const uint8_t *b = deref(pv, v, 40);
 	if (!b)
 		return EV_BAD;
-	uint64_t n;
-	memcpy(&n, b + as, 8);
-	return n >= 8 && n < (1ull << 32) ? EV_OK : EV_BAD;
+	uint32_t n; /* unsigned int arraySize */
+	memcpy(&n, b + as, 4);
+	return n >= 8 && n < (1u << 28) ? EV_OK : EV_BAD;
 }
 
 /* run_queue: an ErtsRunQueue* with flag bits in the low 3
@@ -1742,6 +1742,18 @@ static int prove_code(struct pv *pv, const int64_t *off)
 	for (size_t k = 0; k < nother; k++)
 		if (off[other[k]] >= 0)
 			pv->lay->f[other[k]].proof = XB_LP_UNUSED;
+	/* The JIT names code from its registrations; ErtsCodeMFA is read by
+	 * the stack features (u.initial, current), which prove it on the
+	 * processes.  The interpreter's code map reads it: proven with it. */
+	static const enum xb_field mfa_f[] = { XB_F_MFA_MODULE, XB_F_MFA_FUNCTION, XB_F_MFA_ARITY };
+	if (jit) {
+		for (size_t k = 0; k < XB_ARRAY_SIZE(mfa_f); k++)
+			if (off[mfa_f[k]] >= 0)
+				pv->lay->f[mfa_f[k]].proof = XB_LP_UNUSED;
+	} else {
+		struct gcheck gm = { mfa_f, XB_ARRAY_SIZE(mfa_f), "the code map's function names" };
+		failed += prove_group(pv, &gm, off, ok, why);
+	}
 	if (jit) {
 		struct gcheck g = { jit_code_fields, XB_ARRAY_SIZE(jit_code_fields),
 				    "the JIT's registrations parse into >= 1000 functions named m:f/a, "
@@ -2019,4 +2031,94 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 	free(pv.cache);
 	free(origin);
 	return lay->needs_ok;
+}
+
+/* ------------------------------------------------------------------ */
+/* what the tools ask */
+
+int xb_layout_require(struct xb_vm *vm, unsigned need, const char *what)
+{
+	need = xb_layout_closure(need);
+	const struct xb_layout *lay = &vm->lay;
+	if ((lay->needs_checked & need) != need)
+		xb_layout_prove(vm, need | lay->needs_checked, false);
+	if ((lay->needs_ok & need) == need)
+		return 0;
+	for (int f = 0; f < XB_F_COUNT; f++) {
+		const struct xb_fstate *s = &lay->f[f];
+		if (!(xb_field_specs[f].needs & need) || vm->off[f] < 0 || s->proof == XB_LP_PROVEN ||
+		    s->proof == XB_LP_CONSISTENT || s->proof == XB_LP_UNUSED)
+			continue;
+		return xb_fail("%s: this VM's %s (%s, offset %lld from %s%s%s) %s%s%s%s; no offset near it holds "
+			       "either; give the tools a layout proven on a build of this release with debug info "
+			       "(--layout FILE, written by erlang-sample --write-layout on that build)",
+			       what, xb_field_name((enum xb_field)f), xb_field_specs[f].source,
+			       (long long)vm->off[f], xb_lsrc_name((enum xb_lsrc)s->src),
+			       lay->origin ? ", " : "", lay->origin ? lay->origin : "",
+			       s->proof == XB_LP_FAILED ? "fails its proof: " : "was not proven",
+			       s->proof == XB_LP_FAILED && s->inv ? s->inv : "", s->note[0] ? " (" : "",
+			       s->note[0] ? s->note : "");
+	}
+	/* a field the table lacks, where the feature needs it */
+	return xb_fail("%s: not supported on this VM (erts %s): the layout lacks what it reads", what, vm->erts);
+}
+
+int xb_layout_mutation_sweep(struct xb_vm *vm, unsigned needs, FILE *out)
+{
+	static const int deltas[] = { -16, -8, 8, 16 };
+	int64_t good[XB_F_COUNT];
+	memcpy(good, vm->off, sizeof(good));
+	struct xb_layout saved = vm->lay;
+	unsigned base = xb_layout_prove(vm, needs, false);
+	unsigned want = xb_layout_closure(needs);
+	if ((base & want) != want) {
+		for (int f = 0; f < XB_F_COUNT; f++)
+			if (vm->off[f] >= 0 && (xb_field_specs[f].needs & want & ~base) &&
+			    vm->lay.f[f].proof != XB_LP_PROVEN && vm->lay.f[f].proof != XB_LP_CONSISTENT &&
+			    vm->lay.f[f].proof != XB_LP_UNUSED)
+				fprintf(out, "UNPROVEN %-42s %6lld  %s: %s\n", xb_field_name((enum xb_field)f),
+					(long long)vm->off[f], xb_lproof_name((enum xb_lproof)vm->lay.f[f].proof),
+					vm->lay.f[f].note);
+		fprintf(out, "mutations: not run: the layout does not hold unmoved (%s)\n", vm->lay.failed);
+		vm->lay = saved;
+		return 1;
+	}
+	uint8_t proof0[XB_F_COUNT];
+	for (int f = 0; f < XB_F_COUNT; f++)
+		proof0[f] = vm->lay_base_proof[f] = vm->lay.f[f].proof;
+	int missed = 0, fields = 0, moves = 0;
+	uint64_t t0 = xb_now_ns();
+	vm->lay.mutating = true;
+	for (int f = 0; f < XB_F_COUNT && !xb_interrupted; f++) {
+		if (good[f] < 0 || !(xb_field_specs[f].needs & xb_layout_closure(needs)) ||
+		    (proof0[f] != XB_LP_PROVEN && proof0[f] != XB_LP_CONSISTENT))
+			continue;
+		if (0)
+			continue;
+		fields++;
+		char miss[64] = "";
+		int nmiss = 0;
+		for (size_t k = 0; k < XB_ARRAY_SIZE(deltas); k++) {
+			if (good[f] + deltas[k] < 0)
+				continue;
+			memcpy(vm->off, good, sizeof(good));
+			vm->off[f] = good[f] + deltas[k];
+			/* caught: some feature asked for no longer holds (the
+			 * field's own proof, or one reading through it) */
+			bool caught = (xb_layout_prove_field(vm, needs, (enum xb_field)f) & want) != want;
+			moves++;
+			if (!caught) {
+				nmiss++;
+				snprintf(miss + strlen(miss), sizeof(miss) - strlen(miss), " %+d", deltas[k]);
+			}
+		}
+		missed += nmiss;
+		fprintf(out, "%-6s %-44s %6lld  %s%s\n", nmiss ? "MISSED" : "caught", xb_field_name((enum xb_field)f),
+			(long long)good[f], nmiss ? "not caught:" : "all four moves caught", miss);
+	}
+	memcpy(vm->off, good, sizeof(good));
+	vm->lay = saved;
+	fprintf(out, "mutations: %d fields, %d moves, %d not caught, %.1f s\n", fields, moves, missed,
+		(xb_now_ns() - t0) / 1e9);
+	return missed;
 }

@@ -284,12 +284,14 @@ struct qcheck {
  * erl_proc_sig_queue.h); a message with its fragment inside
  * (data.attached = ERTS_MSG_COMBINED_HFRAG) has its term in that
  * fragment, used_size <= alloc_size. */
-static void check_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, struct qcheck *q)
+static void check_queue(struct xb_vm *vm, const int64_t *off, const struct xb_proc *pr, enum xb_field ffirst,
+			enum xb_field flast, enum xb_field flen, struct qcheck *q)
 {
-	uint64_t first, last, len;
-	if (xb_read_u64(&vm->mem, p + (uint64_t)off[XB_F_PROC_SIGQ_FIRST], &first) < 0 ||
-	    xb_read_u64(&vm->mem, p + (uint64_t)off[XB_F_PROC_SIGQ_LAST], &last) < 0 ||
-	    xb_read_u64(&vm->mem, p + (uint64_t)off[XB_F_PROC_SIGQ_LEN], &len) < 0 || !first)
+	uint64_t first, last, len, p = pr->addr;
+	if (off[ffirst] < 0 || off[flast] < 0 || off[flen] < 0 ||
+	    xb_read_u64(&vm->mem, p + (uint64_t)off[ffirst], &first) < 0 ||
+	    xb_read_u64(&vm->mem, p + (uint64_t)off[flast], &last) < 0 ||
+	    xb_read_u64(&vm->mem, p + (uint64_t)off[flen], &len) < 0 || !first)
 		return;
 	int64_t on = off[XB_F_MSG_NEXT], od = off[XB_F_MSG_DATA], om = off[XB_F_MSG_M], oh = off[XB_F_MSG_HFRAG];
 	int64_t hu = off[XB_F_HFRAG_USED_SIZE], ha = off[XB_F_HFRAG_ALLOC_SIZE], hm = off[XB_F_HFRAG_MEM];
@@ -297,7 +299,7 @@ static void check_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, struct
 	    oh > 256 || hu > 64 || ha > 64 || hm < 0 || hm > 64)
 		return;
 	q->queues++;
-	uint64_t m = first, n = 0, prev_next = p + (uint64_t)off[XB_F_PROC_SIGQ_FIRST];
+	uint64_t m = first, n = 0, prev_next = p + (uint64_t)off[ffirst];
 	struct xb_cycle c;
 	xb_cycle_init(&c, first);
 	for (int k = 0; m && k < 20000 && !xb_interrupted; k++) {
@@ -310,6 +312,35 @@ static void check_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, struct
 		}
 		if ((term & 3) != 0 || term == 0)
 			n++; /* a message (a term, or a distribution message's non-value) */
+		if (xb_verbose >= 3)
+			fprintf(stderr, "layout: message 0x%llx: term 0x%llx data 0x%llx\n", (unsigned long long)m,
+				(unsigned long long)term, (unsigned long long)data);
+		/* where a message's term lives (erl_message.h): on the process's
+		 * heap once it was moved there (data NULL: an ErtsMessageRef),
+		 * in a heap fragment of its own (data.heap_frag), or in the one
+		 * inside the message (data.attached = ERTS_MSG_COMBINED_HFRAG) */
+		uint64_t ptr = term & ~(uint64_t)3;
+		bool boxed = term && (term & 3) && (term & 3) != 3;
+		if (boxed && data == 0) {
+			bool in = (ptr >= pr->heap && ptr < pr->hend) || (ptr >= pr->old_heap && ptr < pr->old_hend);
+			if (!in) {
+				q->bad++;
+				snprintf(q->why, sizeof(q->why), "a message's term 0x%llx is not on its process's heap",
+					 (unsigned long long)term);
+				return;
+			}
+			q->combined++;
+		} else if (boxed && data > 1) {
+			uint64_t used;
+			if (xb_read_u64(&vm->mem, data + (uint64_t)hu, &used) < 0 || ptr < data + (uint64_t)hm ||
+			    ptr >= data + (uint64_t)hm + used * 8) {
+				q->bad++;
+				snprintf(q->why, sizeof(q->why), "a message's term 0x%llx is not in its fragment 0x%llx",
+					 (unsigned long long)term, (unsigned long long)data);
+				return;
+			}
+			q->combined++;
+		}
 		if (term && (term & 3) && data == 1) { /* erl_message.h ERTS_MSG_COMBINED_HFRAG */
 			uint64_t used, alloc;
 			uint64_t hf = m + (uint64_t)oh;
@@ -321,7 +352,7 @@ static void check_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, struct
 				return;
 			}
 			/* a boxed or list term points into the fragment */
-			uint64_t ptr = term & ~(uint64_t)3, mem = hf + (uint64_t)hm;
+			uint64_t mem = hf + (uint64_t)hm;
 			if ((term & 3) != 3 && (ptr < mem || ptr >= mem + used * 8)) {
 				q->bad++;
 				snprintf(q->why, sizeof(q->why), "a message's term 0x%llx is outside its fragment",
@@ -382,7 +413,8 @@ static int procs_row(const struct xb_proc *p, void *arg)
 	w->rows++;
 	if (p->partial & XB_PP_UNREADABLE)
 		w->unreadable++;
-	check_queue(w->vm, off, p->addr, &w->q);
+	check_queue(w->vm, off, p, XB_F_PROC_SIGQ_FIRST, XB_F_PROC_SIGQ_LAST, XB_F_PROC_SIGQ_LEN, &w->q);
+	check_queue(w->vm, off, p, XB_F_PROC_SIGINQ_FIRST, XB_F_PROC_SIGINQ_LAST, XB_F_PROC_SIGINQ_LEN, &w->q);
 	uint64_t psd = 0, dict = 0;
 	if (off[XB_F_PROC_PSD] >= 0 && xb_read_u64(&w->vm->mem, p->addr + (uint64_t)off[XB_F_PROC_PSD], &psd) == 0 &&
 	    psd && off[XB_F_PSD_SIZE] > 0) {
@@ -412,7 +444,7 @@ static const enum xb_field tree_fields[] = { XB_F_MLNODE_SIZE, XB_F_MLNODE_LEFT,
 					     XB_F_SIGINQBUFS_SLOTS, XB_F_SIGINQBUFS_NONEMPTY, XB_F_SIGINQBUF_SIZE,
 					     XB_F_SIGINQBUF_QUEUE, XB_F_SIGINQ_FIRST };
 static const enum xb_field size_only_fields[] = { XB_F_RECV_MARKER_SIZE, XB_F_MONDATA_SIZE, XB_F_MONSUSPEND_SIZE,
-						  XB_F_MONDATAEXT_SIZE };
+						  XB_F_MONDATAEXT_SIZE, XB_F_MONDATAHEAP_SIZE, XB_F_MSGREF_SIZE };
 
 void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off)
 {
@@ -439,7 +471,7 @@ void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off)
 				vm->lay.f[msg_fields[k]].proof = XB_LP_CONSISTENT;
 				vm->lay.f[msg_fields[k]].inv = "message queues: chains end at sig_qs.last, sig_qs.len long";
 				snprintf(vm->lay.f[msg_fields[k]].note, sizeof(vm->lay.f[0].note),
-					 "no live evidence: %d messages in %d queues, %d with their fragment inside",
+					 "no live evidence: %d messages in %d queues, %d with their term seen",
 					 w.q.messages, w.q.queues, w.q.combined);
 			}
 	} else {
@@ -482,7 +514,7 @@ void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off)
 	 * on most VMs */
 	for (size_t k = 0; k < XB_ARRAY_SIZE(size_only_fields); k++) {
 		enum xb_field f = size_only_fields[k];
-		if (off[f] <= 0)
+		if (off[f] <= 0 || vm->lay.f[f].proof == XB_LP_PROVEN) /* the allocators' proof saw them */
 			continue;
 		vm->lay.f[f].proof = off[f] < 4096 ? XB_LP_CONSISTENT : XB_LP_FAILED;
 		vm->lay.f[f].inv = "a struct size, summed into process_info(P, memory)";

@@ -55,3 +55,8 @@ bool xb_thread_name_match(const char *fmt, const char *comm, int *no)
 	*no = atoi(d);
 	return *no > 0;
 }
+
+const char *xb_flavor_name(enum xb_flavor f)
+{
+	return f == XB_FLAVOR_JIT ? "jit" : f == XB_FLAVOR_EMU ? "emu" : "unknown";
+}

@@ -22,6 +22,7 @@
 #include "xb/proctab.h"
 #include "xb/term.h"
 #include "xb/version.h"
+#include "xb/layout.h"
 #include "xb/vm.h"
 
 #include <errno.h>
@@ -63,7 +64,7 @@ static const char *const sorts[] = { "memory", "heap", "old_heap", "stack", "mbu
 
 static struct {
 	size_t top;
-	const char *sort, *format, *output, *contents;
+	const char *sort, *format, *output, *contents, *layout;
 	double interval;
 	unsigned count;
 	bool alloc, help, version, erlang_names;
@@ -115,6 +116,10 @@ static const struct xb_opt options[] = {
 	  "of N words in all (and the objects across their ends)", 4096, 1e12,
 	  .group = "Bounds:", .given = &o.max_words_given },
 	{ "seed", 0, XB_OPT_U64, &o.seed, "N", "random seed of --contents sampling (default: clock)", 1, 1.8e19 },
+	{ "layout", 0, XB_OPT_STR, &o.layout, "FILE",
+	  "struct offsets from FILE (erlang-sample --write-layout\n"
+	  "on a build of the same release with debug info), proven\n"
+	  "on the VM before use", .group = "VM layout (default: the release table, DWARF, then discovery):" },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "diagnostics on stderr", .group = "" },
 	{ "help", 'h', XB_OPT_FLAG, &o.help, NULL, "this help" },
 	{ "version", 0, XB_OPT_FLAG, &o.version, NULL, "print the version" },
@@ -831,7 +836,14 @@ int main(int argc, char **argv)
 	 * but silently) */
 	xb_catch_signals(PROG);
 	struct xb_vm vm;
-	if (xb_vm_attach(&vm, pid) < 0) {
+	/* what this mode reads, proven at attach (layout.h): a layout that
+	 * does not hold for it is refused with one line, never printed as
+	 * an empty or wrong table */
+	struct xb_attach_opts ao = { o.alloc ? XB_NEED_ALLOC : XB_NEED_PROCS, o.layout };
+	if (o.contents)
+		ao.needs |= XB_NEED_CONTENTS;
+	if (xb_vm_attach_with(&vm, pid, &ao) < 0 ||
+	    xb_layout_require(&vm, ao.needs, o.alloc ? "--alloc" : o.contents ? "--contents" : "reading processes") < 0) {
 		xb_report_failure(PROG, 1);
 		xb_vm_detach(&vm);
 		return 1;

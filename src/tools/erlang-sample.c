@@ -642,7 +642,7 @@ static int run_check(struct xb_session *s, struct output *outs, size_t nouts)
  * refused when what sampling reads does not hold. */
 static int write_layout(struct xb_session *s)
 {
-	if (xb_layout_require(&s->vm, XB_NEED_STACK, PROG " --write-layout") < 0 ||
+	if (xb_layout_require(&s->vm, XB_NEED_STACK, "--write-layout") < 0 ||
 	    xb_layout_write(&s->vm, o.write_layout) < 0)
 		return fail(s, 1);
 	if (xb_verbose)
@@ -863,7 +863,7 @@ int main(int argc, char **argv)
 		return run_check(&s, outs, nouts);
 	if (o.write_layout)
 		return write_layout(&s);
-	if (xb_layout_require(&s.vm, ao.needs, PROG) < 0)
+	if (xb_layout_require(&s.vm, ao.needs, o.dump ? "--dump" : o.lines ? "--lines" : "sampling") < 0)
 		return fail(&s, 1);
 	return run_sampling(&s, pid, by, outs, nouts, argv + first + 1, (size_t)(argc - first - 1));
 }

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *out_path;
+static const char *out_path, *layout;
 static bool watch, no_fold, help, version, symbolize;
 static unsigned interval_ms = 200;
 
@@ -40,6 +40,10 @@ static const struct xb_opt options[] = {
 	  "named (samples and callchains), from the VM PID's\n"
 	  "code map or from a perf map file MAP; no operand: the\n"
 	  "VM of the first sample whose thread runs a beam" },
+	{ "layout", 0, XB_OPT_STR, &layout, "FILE",
+	  "struct offsets from FILE (erlang-sample --write-layout\n"
+	  "on a build of the same release with debug info), proven\n"
+	  "on the VM before use" },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "say what was found on stderr" },
 	{ "help", 'h', XB_OPT_FLAG, &help, NULL, "this help" },
 	{ "version", 0, XB_OPT_FLAG, &version, NULL, "print the version" },
@@ -159,7 +163,9 @@ static int run_symbolize(int argc, char **argv, int first)
 			return 1;
 		}
 		attached = true;
-		if (xb_vm_attach(&vm, pid) < 0 || xb_codemap_build(&vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
+		struct xb_attach_opts ao = { XB_NEED_CODE, layout };
+		if (xb_vm_attach_with(&vm, pid, &ao) < 0 || xb_layout_require(&vm, XB_NEED_CODE, "--symbolize") < 0 ||
+		    xb_codemap_build(&vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
 			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
 			xb_vm_detach(&vm);
 			free(head);
@@ -269,7 +275,8 @@ int main(int argc, char **argv)
 	 * tables too (one line, nothing written), and between rewrites. */
 	xb_catch_signals("erlang-write-perf-map");
 	struct xb_vm vm;
-	if (xb_vm_attach(&vm, pid) < 0) {
+	struct xb_attach_opts ao = { XB_NEED_CODE, layout };
+	if (xb_vm_attach_with(&vm, pid, &ao) < 0 || xb_layout_require(&vm, XB_NEED_CODE, "naming code") < 0) {
 		xb_report_failure("erlang-write-perf-map", 1);
 		xb_vm_detach(&vm);
 		return 1;
