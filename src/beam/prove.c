@@ -98,11 +98,15 @@ struct fcheck {
 	 * among them (a neighbour that is 0 everywhere, or the same constant,
 	 * is not it); otherwise too little evidence leaves it CONSISTENT. */
 	uint8_t strict, distinct;
+	/* a count that differs from object to object (reds): distinct values
+	 * are at least a quarter of those with evidence for it, where a bit
+	 * set or a constant beside it has a few */
+	uint8_t spread;
 };
 
 struct tally {
 	uint32_t ok, bad, seen;
-	uint64_t vals[4]; /* distinct values with evidence for it (up to 4) */
+	uint64_t vals[64]; /* distinct values with evidence for it (up to 64) */
 	uint32_t nvals;
 	size_t first_bad; /* object of the first counterexample */
 	uint64_t bad_value;
@@ -262,7 +266,7 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 			bool seen = false;
 			for (uint32_t k = 0; k < t->nvals; k++)
 				seen |= t->vals[k] == v;
-			if (!seen && t->nvals < 4)
+			if (!seen && t->nvals < 64)
 				t->vals[t->nvals++] = v;
 		}
 		else if (e == EV_BAD) {
@@ -288,6 +292,8 @@ static enum xb_lproof verdict(const struct tally *t, const struct fcheck *c, siz
 	if (t->bad > tolerance(n) || (t->bad > 1 && t->ok < 4 * t->bad))
 		return XB_LP_FAILED;
 	if (c->strict && (t->ok < c->min_ok || t->nvals < c->distinct))
+		return XB_LP_FAILED;
+	if (c->spread && t->nvals < 64 && t->nvals * 4 < t->ok)
 		return XB_LP_FAILED;
 	return t->ok >= (c->min_ok ? c->min_ok : 1) ? XB_LP_PROVEN : XB_LP_CONSISTENT;
 }
@@ -376,15 +382,23 @@ static unsigned search_struct(struct pv *pv, const struct objset *os, const stru
 	int zero = MAX_SHIFT / SHIFT_STEP;
 	for (int s = 0; s < NSHIFT; s++)
 		best[0][s] = sc[0][s] - (s != zero); /* ties: no shift */
+	/* Members keep their order (an insertion or a removal moves runs,
+	 * never swaps fields): field k's offset stays past field k-1's. */
 	for (size_t k = 1; k < n; k++)
 		for (int s = 0; s < NSHIFT; s++) {
-			long b = best[k - 1][s];
+			int64_t ok_ = pv->origin[c[k].f], op = pv->origin[c[k - 1].f];
+			long b = -2000000000L;
 			int f = s;
-			for (int p = 0; p < NSHIFT; p++)
-				if (p != s && best[k - 1][p] - CHANGE > b) {
-					b = best[k - 1][p] - CHANGE;
+			for (int p = 0; p < NSHIFT; p++) {
+				int64_t here = ok_ + (int64_t)s * SHIFT_STEP, prev = op + (int64_t)p * SHIFT_STEP;
+				if (ok_ >= 0 && op >= 0 && (ok_ > op ? here <= prev : here < prev))
+					continue;
+				long v = best[k - 1][p] - (p != s ? CHANGE : 0);
+				if (v > b) {
+					b = v;
 					f = p;
 				}
+			}
 			best[k][s] = b + sc[k][s];
 			from[k][s] = f;
 		}
@@ -413,6 +427,22 @@ out:
 /* One field alone, the others where they are: the shift of the
  * strongest evidence for it.  For a field whose neighbours in the run
  * above did not move with it.  Returns whether it moved. */
+/* Would F at AT keep its place among the fields of its struct (those
+ * with the same type) as OFF has them, by their order at the source? */
+static bool keeps_order(struct pv *pv, enum xb_field f, int64_t at, const int64_t *off)
+{
+	for (int g = 0; g < XB_F_COUNT; g++) {
+		if (g == (int)f || pv->origin[g] < 0 || off[g] < 0 || !xb_field_specs[g].size ||
+		    strcmp(xb_field_specs[g].type, xb_field_specs[f].type) != 0)
+			continue;
+		if (pv->origin[g] < pv->origin[f] && off[g] >= at)
+			return false;
+		if (pv->origin[g] > pv->origin[f] && off[g] <= at)
+			return false;
+	}
+	return true;
+}
+
 static bool search_field(struct pv *pv, const struct objset *os, const struct fcheck *c, int64_t *off,
 			 const int64_t *shifts, size_t nshifts, bool weak)
 {
@@ -423,6 +453,8 @@ static bool search_field(struct pv *pv, const struct objset *os, const struct fc
 	int64_t bo = off[c->f];
 	for (size_t k = 0; k < nshifts && !xb_interrupted; k++) {
 		int64_t d = shifts[k];
+		if (!keeps_order(pv, c->f, o + d, off))
+			continue;
 		struct tally t;
 		tally(pv, os, c, off, o + d, &t);
 		long s = score(&t, c, os->n) - (d != 0);
@@ -683,7 +715,9 @@ static int prove_atoms(struct pv *pv, const int64_t *off)
 					 &seg) == 0 &&
 			     xb_read_u64(&pv->vm->mem, seg + (ix >> 10) * 8, &page) == 0 &&
 			     (!page || xb_read_u64(&pv->vm->mem, page + (ix & 1023) * 8, &slot) < 0 || !slot));
-		if (!past) {
+		uint32_t again = entries;
+		xb_read_u32(&pv->vm->mem, pv->vm->sym.atom_table + (uint64_t)off[XB_F_INDEXTAB_ENTRIES], &again);
+		if (!past && again == entries) { /* not an atom created meanwhile */
 			snprintf(why, sizeof(why), "atom %llu (the count) exists: the count is not %u",
 				 (unsigned long long)ix, entries);
 			ok = false;
@@ -1000,7 +1034,7 @@ static enum ev ev_reds(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 	uint64_t v = g64(pv, i, at);
 	if (v >= (1ull << 48) || ptr_ok(pv, v))
 		return EV_BAD;
-	return v > 2000 && (v & 0xf) != 0x3 /* not a pid: group_leader */ ? EV_OK : EV_NA;
+	return v > 100 && (v & 0xf) != 0x3 /* not a pid: group_leader */ ? EV_OK : EV_NA;
 }
 
 static enum ev ev_code(struct pv *pv, size_t i, const int64_t *off, int64_t at)
@@ -1314,7 +1348,8 @@ static const struct fcheck proc_checks[] = {
 	{ XB_F_PROC_STOP, ev_stop, 5, "heap <= htop < stop <= hend", 1, 3 },
 	{ XB_F_PROC_HIGH_WATER, ev_high_water, 1, "heap <= high_water <= htop" },
 	{ XB_F_PROC_FCALLS, ev_fcalls, 3, "reductions left: 1..4000 when scheduled out", 1, 3 },
-	{ XB_F_PROC_REDS, ev_reds, 3, "a count below 2^48, not a term; thousands for some", 1, 3 },
+	{ XB_F_PROC_REDS, ev_reds, 3, "a count below 2^48, not a term or pointer; thousands for some, a different "
+				     "count for most", 1, 3, 1 },
 	{ XB_F_PROC_I, ev_code, 5, "points into loaded code", 1, 3 },
 	{ XB_F_PROC_CURRENT, ev_current, 3, "NULL or an MFA: module and function atoms, arity <= 255" },
 	{ XB_F_PROC_INITIAL, ev_initial, 5, "an MFA inline: module and function atoms, arity <= 255", 1, 3 },
@@ -1786,7 +1821,7 @@ static int prove_code(struct pv *pv, const int64_t *off)
 
 /* r.o.element_size (erl_ptab.c: sizeof(Process)) and struct process's
  * size: a few hundred bytes to 16 KiB, no two processes closer. */
-static void prove_sizes(struct pv *pv, const int64_t *off, uint64_t es)
+static void prove_sizes(struct pv *pv, int64_t *off, uint64_t es, bool discover)
 {
 	uint64_t gap = UINT64_MAX;
 	for (size_t i = 1; i < pv->nlive_ptrs; i++)
@@ -1801,6 +1836,12 @@ static void prove_sizes(struct pv *pv, const int64_t *off, uint64_t es)
 	prove_group(pv, &g, off, ok, why);
 	static const enum xb_field pf[] = { XB_F_PROC_SIZE };
 	struct gcheck gp = { pf, 1, "the process table's element_size" };
+	/* sizeof(Process) is what the VM says it is */
+	if (ok && discover && !pv->lay->mutating && off[XB_F_PROC_SIZE] > 0 && (uint64_t)off[XB_F_PROC_SIZE] != es) {
+		off[XB_F_PROC_SIZE] = (int64_t)es;
+		pv->lay->f[XB_F_PROC_SIZE].src = XB_LSRC_DISCOVERED;
+		pv->lay->discovered++;
+	}
 	snprintf(why, sizeof(why), "element_size is %llu", (unsigned long long)es);
 	prove_group(pv, &gp, off, ok && (uint64_t)off[XB_F_PROC_SIZE] == es, why);
 }
@@ -1957,7 +1998,7 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 					     ? (size_t)off[XB_F_PROC_SIZE]
 					     : 1024;
 			if (read_procs(&pv, live, lslot, nlive, win) == 0) {
-				prove_sizes(&pv, off, es);
+				prove_sizes(&pv, off, es, discover);
 				prove_or_find(&pv, &pv.procs, pid_check, 1, off, discover);
 				if (needs & XB_NEED_PROCS)
 					prove_ptab_extra(&pv, off);
