@@ -42,7 +42,7 @@
 #define MAX_DEREF_READS 40000  /* pointer checks of one proof (cached) */
 #define DEREF_CACHE 8192       /* entries, power of two */
 #define MAX_SCHED_ENTRIES 1024 /* scheduler data entries read, all kinds */
-#define MAX_ATOMS_CHECKED 512
+#define MAX_ATOMS_CHECKED 128
 
 enum ev { EV_NA = 0, EV_OK = 1, EV_BAD = 2 };
 
@@ -1013,10 +1013,13 @@ static enum ev ev_high_water(struct pv *pv, size_t i, const int64_t *off, int64_
 static enum ev ev_fcalls(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 {
 	(void)off;
-	int64_t v = (int64_t)g64(pv, i, at);
+	/* from OTP 27 only the low 32 bits are the count (r14d), the rest
+	 * flags (release.h struct xb_regroles) */
+	uint64_t w = g64(pv, i, at);
+	int64_t v = (int32_t)(uint32_t)w;
 	if (v == 0)
 		return EV_NA;
-	if (v < -8000 || v > 8000)
+	if (v < -8000 || v > 8000 || ptr_ok(pv, w))
 		return EV_BAD;
 	/* the neighbours are terms (fvalue: NIL, an atom), pointers and
 	 * freason's few codes; a process used a few of its 4000 */
@@ -1383,7 +1386,7 @@ static const struct fcheck proc_checks[] = {
 	{ XB_F_PROC_SIGINQ_BUFFERS, ev_ptr_or_null, 1, "NULL or the signal buffers" },
 	{ XB_F_PROC_DICTIONARY, ev_dictionary, 1, "NULL or a ProcDict of at least 8 slots" },
 	{ XB_F_PROC_GEN_GCS, ev_gen_gcs, 1, "below max_gen_gcs" },
-	{ XB_F_PROC_RUN_QUEUE, ev_proc_runq, 3, "a run queue", 1, 2 },
+	{ XB_F_PROC_RUN_QUEUE, ev_proc_runq, 3, "a run queue", 1, 1 },
 };
 
 /* The MFA fields (code_ix.h ErtsCodeMFA), proven on the processes'
@@ -1565,14 +1568,13 @@ static enum ev ev_sched_runq(struct pv *pv, size_t i, const int64_t *off, int64_
 	uint64_t v = g64(pv, i, at);
 	if (!ptr_ok(pv, v))
 		return EV_BAD;
-	if (kind != 0 || off[XB_F_RUNQ_IX] < 0 || off[XB_F_RUNQ_IX] > 32)
+	if (kind != 0 || off[XB_F_RUNQ_IX] < 0 || off[XB_F_RUNQ_IX] > 4096)
 		return EV_NA;
-	const uint8_t *b = deref(pv, v, 40);
-	if (!b)
+	uint32_t ix;
+	if (pv->deref_reads++ >= MAX_DEREF_READS ||
+	    xb_read_u32(&pv->vm->mem, v + (uint64_t)off[XB_F_RUNQ_IX], &ix) < 0)
 		return EV_BAD;
-	int32_t ix;
-	memcpy(&ix, b + off[XB_F_RUNQ_IX], 4);
-	return ix == (int32_t)k ? EV_OK : EV_BAD;
+	return (int32_t)ix == (int32_t)k ? EV_OK : EV_BAD;
 }
 
 static enum ev ev_runq_ix(struct pv *pv, size_t i, const int64_t *off, int64_t at)
@@ -1810,6 +1812,14 @@ static int prove_code(struct pv *pv, const int64_t *off)
 	struct gcheck gr = { ranges_fields, XB_ARRAY_SIZE(ranges_fields),
 			     "each code index's ranges are sorted, do not overlap, their counts fit, and each "
 			     "holds code the map names" };
+	if (jit && !pv->vm->sym.ranges) {
+		/* a stripped JIT beam that does not name `r`: the JIT's code is
+		 * named from its registrations; the ranges are not read */
+		for (size_t k = 0; k < XB_ARRAY_SIZE(ranges_fields); k++)
+			if (off[ranges_fields[k]] >= 0)
+				pv->lay->f[ranges_fields[k]].proof = XB_LP_UNUSED;
+		return failed;
+	}
 	failed += prove_group(pv, &gr, off, rok, !pv->vm->sym.ranges ? "beam_ranges.c's `r` was not found"
 						 : pv->ranges_why[0] ? pv->ranges_why : "the ranges are not sorted or not plausible");
 	if (jit && pv->vm->sym.normal_exit_ptr && off[XB_F_EMUINFO_NORMAL_EXIT] >= 0)
@@ -1932,6 +1942,16 @@ static void read_ranges(struct pv *pv, const int64_t *off)
 
 static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int only);
 
+/* -vv: what each proof took */
+static uint64_t lap(uint64_t *t, const char *what)
+{
+	uint64_t now = xb_now_ns(), d = now - *t;
+	if (xb_verbose >= 2 && what)
+		fprintf(stderr, "layout: %s proven in %.1f ms\n", what, d / 1e6);
+	*t = now;
+	return d;
+}
+
 unsigned xb_layout_prove(struct xb_vm *vm, unsigned needs, bool discover)
 {
 	return prove_run(vm, needs, discover, -1);
@@ -1974,8 +1994,11 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 		for (int f = 0; f < XB_F_COUNT; f++)
 			lay->f[f].proof = vm->lay_base_proof[f];
 	bool every = only < 0;
+	uint64_t tl = xb_now_ns();
+	const char *lapname = only < 0 ? "" : NULL;
 	if ((needs & XB_NEED_ATOMS) && (every || in_list(only, atom_fields, XB_ARRAY_SIZE(atom_fields))))
 		prove_atoms(&pv, off);
+	lap(&tl, lapname ? "atoms" : NULL);
 	if ((needs & XB_NEED_CODE) &&
 	    (every || in_list(only, ranges_fields, XB_ARRAY_SIZE(ranges_fields)) ||
 	     in_list(only, emu_code_fields, XB_ARRAY_SIZE(emu_code_fields)) ||
@@ -1984,6 +2007,7 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 		prove_code(&pv, off);
 	if (!pv.ncode)
 		read_ranges(&pv, off);
+	lap(&tl, lapname ? "code" : NULL);
 	if (needs & (XB_NEED_PTAB | XB_NEED_STACK | XB_NEED_PROCS | XB_NEED_SCHED)) {
 		uint64_t *live = NULL;
 		uint32_t *lslot = NULL;
@@ -2007,6 +2031,7 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 		free(live);
 		free(lslot);
 	}
+	lap(&tl, lapname ? "process table" : NULL);
 	if ((needs & (XB_NEED_STACK | XB_NEED_PROCS)) && pv.procs.n) {
 		struct fcheck set[XB_ARRAY_SIZE(proc_checks)];
 		size_t n = pick(proc_checks, XB_ARRAY_SIZE(proc_checks), needs, off, set);
@@ -2018,22 +2043,28 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 		size_t rn = pick(regproc_checks, XB_ARRAY_SIZE(regproc_checks), needs, off, rset);
 		prove_struct(&pv, &pv.procs, rset, rn, off);
 	}
+	lap(&tl, lapname ? "processes" : NULL);
 	if (needs & XB_NEED_SCHED) {
 		unsigned b2 = lay->discovered;
 		uint64_t ts = xb_now_ns();
 		prove_sched(&pv, off, discover);
 		td += lay->discovered != b2 ? xb_now_ns() - ts : 0;
 	}
+	lap(&tl, lapname ? "schedulers" : NULL);
 	if ((needs & XB_NEED_PROCS) && (fneeds & XB_NEED_PROCS))
 		xb_layout_prove_procs(vm, off);
+	lap(&tl, lapname ? "process figures" : NULL);
 	if ((needs & XB_NEED_LINES) && (fneeds & XB_NEED_LINES))
 		xb_layout_prove_lines(vm, off);
+	lap(&tl, lapname ? "lines" : NULL);
 	if ((needs & XB_NEED_ALLOC) && (fneeds & XB_NEED_ALLOC || only == XB_F_PROC_SIZE))
 		xb_layout_prove_alloc(vm, off);
+	lap(&tl, lapname ? "allocators" : NULL);
 	if ((needs & XB_NEED_CONTENTS) &&
 	    (fneeds & XB_NEED_CONTENTS || (only >= 0 && xb_field_specs[only].type[0] == 'e' &&
 					   strncmp(xb_field_specs[only].type, "erl_heap_fragment", 17) == 0)))
 		xb_layout_prove_contents(vm, off);
+	lap(&tl, lapname ? "heap objects" : NULL);
 
 	/* What each need reads, and whether all of it holds. */
 	lay->needs_checked = needs;

@@ -209,18 +209,18 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = XB_NOFIELD, /* ErtsHLTimer_ size */
 			[XB_F_BIFTIMER_SIZE] = XB_NOFIELD, /* ErtsBifTimer_ size */
 			[XB_F_SCHEDREGS_SIZE] = XB_NOFIELD, /* ErtsSchedulerRegisters_ size */
-			[XB_F_PROC_GROUP_LEADER] = XB_NOFIELD,
-			[XB_F_PROC_PARENT] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_CONT_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD,
-			[XB_F_PROC_SIGINQ_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD,
-			[XB_F_PROC_RUN_QUEUE] = XB_NOFIELD,
-			[XB_F_SCHED_DIRTY_NO] = XB_NOFIELD,
-			[XB_F_SCHED_RUN_QUEUE] = XB_NOFIELD,
-			[XB_F_RUNQ_IX] = XB_NOFIELD,
-			[XB_F_RUNQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_GROUP_LEADER] = XB_NOFIELD, /* process.group_leader */
+			[XB_F_PROC_PARENT] = XB_NOFIELD, /* process.parent */
+			[XB_F_PROC_SIGQ_LAST] = XB_NOFIELD, /* process.sig_qs.last */
+			[XB_F_PROC_SIGQ_CONT_LAST] = XB_NOFIELD, /* process.sig_qs.cont_last */
+			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD, /* process.sig_qs.len */
+			[XB_F_PROC_SIGINQ_LAST] = XB_NOFIELD, /* process.sig_inq.last */
+			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD, /* process.sig_inq.len */
+			[XB_F_PROC_RUN_QUEUE] = XB_NOFIELD, /* process.run_queue */
+			[XB_F_SCHED_DIRTY_NO] = XB_NOFIELD, /* ErtsSchedulerData_.dirty_no */
+			[XB_F_SCHED_RUN_QUEUE] = XB_NOFIELD, /* ErtsSchedulerData_.run_queue */
+			[XB_F_RUNQ_IX] = XB_NOFIELD, /* ErtsRunQueue_.ix */
+			[XB_F_RUNQ_LEN] = XB_NOFIELD, /* ErtsRunQueue_.len */
 		},
 		.regs = { .c_p = XB_PREG_NONE, .E = XB_PREG_NONE, .I = XB_PREG_NONE, .E_saved = XB_PREG_NONE, .fcalls = XB_PREG_NONE },
 	},
@@ -423,18 +423,18 @@ const struct xb_release xb_release_erts_17_1 = {
 			[XB_F_HLTIMER_SIZE] = 64, /* ErtsHLTimer_ size (erl_hl_timer.c) */
 			[XB_F_BIFTIMER_SIZE] = 152, /* ErtsBifTimer_ size (erl_hl_timer.c) */
 			[XB_F_SCHEDREGS_SIZE] = 16528, /* ErtsSchedulerRegisters_ size (erl_process.h) */
-			[XB_F_PROC_GROUP_LEADER] = XB_NOFIELD,
-			[XB_F_PROC_PARENT] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_CONT_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD,
-			[XB_F_PROC_SIGINQ_LAST] = XB_NOFIELD,
-			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD,
-			[XB_F_PROC_RUN_QUEUE] = XB_NOFIELD,
-			[XB_F_SCHED_DIRTY_NO] = XB_NOFIELD,
-			[XB_F_SCHED_RUN_QUEUE] = XB_NOFIELD,
-			[XB_F_RUNQ_IX] = XB_NOFIELD,
-			[XB_F_RUNQ_LEN] = XB_NOFIELD,
+			[XB_F_PROC_GROUP_LEADER] = 280, /* process.group_leader (erl_process.h) */
+			[XB_F_PROC_PARENT] = 472, /* process.parent (erl_process.h) */
+			[XB_F_PROC_SIGQ_LAST] = 320, /* process.sig_qs.last (erl_process.h) */
+			[XB_F_PROC_SIGQ_CONT_LAST] = 352, /* process.sig_qs.cont_last (erl_process.h) */
+			[XB_F_PROC_SIGQ_LEN] = XB_NOFIELD, /* process.sig_qs.len */
+			[XB_F_PROC_SIGINQ_LAST] = 648, /* process.sig_inq.last (erl_process.h) */
+			[XB_F_PROC_SIGINQ_LEN] = XB_NOFIELD, /* process.sig_inq.len */
+			[XB_F_PROC_RUN_QUEUE] = 752, /* process.run_queue (erl_process.h) */
+			[XB_F_SCHED_DIRTY_NO] = 192, /* ErtsSchedulerData_.dirty_no (erl_process.h) */
+			[XB_F_SCHED_RUN_QUEUE] = 232, /* ErtsSchedulerData_.run_queue (erl_process.h) */
+			[XB_F_RUNQ_IX] = 168, /* ErtsRunQueue_.ix (erl_process.h) */
+			[XB_F_RUNQ_LEN] = 164, /* ErtsRunQueue_.len (erl_process.h) */
 		},
 		.regs = { .c_p = XB_PREG_R13, .E = XB_PREG_SP, .I = XB_PREG_IP, .E_saved = XB_PREG_BP, .fcalls = XB_PREG_R14 },
 	},
