@@ -22,7 +22,7 @@ import shutil
 
 from xbtest import ROOT, check, log, no_asan, run_cmd, skip_because, suite, timeout, tmpdir
 
-TARGETS = ["symfile", "records", "terms", "text", "dwarf", "heap"]
+TARGETS = ["symfile", "records", "terms", "text", "dwarf", "heap", "layout"]
 FUZZ = os.path.join(ROOT, "tests", "fuzz")
 
 

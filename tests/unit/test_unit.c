@@ -1713,6 +1713,7 @@ int main(int argc, char **argv)
 	sched_cases();
 	hostile_cases();
 	prompt_cases();
+	layout_cases();
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -37,5 +37,7 @@ void sched_cases(void);
 void hostile_cases(void);
 /* test_prompt.c */
 void prompt_cases(void);
+/* test_layout.c */
+void layout_cases(void);
 
 #endif
