@@ -116,6 +116,9 @@ struct xb_estate {
 	uint64_t dpm, dpm_size, esched, esched_size;
 	/* JIT: executable mappings that are not files (JIT code). */
 	uint64_t jit_lo, jit_hi;
+	/* The register roles on the samples: c_p read through its role and
+	 * checked as a process (read_proc), and how often it was one. */
+	uint64_t roles_seen, roles_ok;
 };
 
 void xb_estate_init(struct xb_estate *st, struct xb_vm *vm, struct xb_codemap *cm,

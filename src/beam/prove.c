@@ -2033,8 +2033,10 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 	}
 	lap(&tl, lapname ? "process table" : NULL);
 	if ((needs & (XB_NEED_STACK | XB_NEED_PROCS)) && pv.procs.n) {
+		/* every field of the struct the table has, whatever is needed:
+		 * each one's evidence places its neighbours */
 		struct fcheck set[XB_ARRAY_SIZE(proc_checks)];
-		size_t n = pick(proc_checks, XB_ARRAY_SIZE(proc_checks), needs, off, set);
+		size_t n = pick(proc_checks, XB_ARRAY_SIZE(proc_checks), needs | XB_NEED_PROCS | XB_NEED_STACK, off, set);
 		uint64_t ts = xb_now_ns();
 		prove_or_find(&pv, &pv.procs, set, n, off, discover);
 		td += lay->discovered != before ? xb_now_ns() - ts : 0;

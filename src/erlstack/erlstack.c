@@ -542,11 +542,13 @@ static void jit(struct xb_estate *st, const struct xb_sample *s, const struct xb
 		out->unresolved = 0;
 	}
 	struct proc p;
+	st->roles_seen++;
 	if (read_proc(st, out, c_p, &p) < 0) {
 		out->why = "c_p is not a process";
 		leaf_only(st, here, pc, XB_PARTIAL_UNREADABLE, out);
 		return;
 	}
+	st->roles_ok++;
 	if (in_jit) {
 		E = s->regs[st->regs.E]; /* in JIT code E is rsp: the copy starts there */
 	} else if (st->cm->frame_layout != 0) {
@@ -968,6 +970,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 	bool switched = have && have_reg && c_p_reg != c_p;
 	if (!have || switched)
 		c_p = c_p_reg;
+	st->roles_seen += have_reg;
 	if (read_proc(st, out, c_p, &p) < 0) {
 		/* The process is gone or changed past recognition; the
 		 * sampled I (a register) still names what ran. */
@@ -982,6 +985,7 @@ static void emu(struct xb_estate *st, const struct xb_unwind *uw, int sched_no,
 		out->why = "c_p is not a process";
 		return;
 	}
+	st->roles_ok += have_reg;
 	/* In a NIF, I and E are in c_p (emu_in_nif); elsewhere in registers. */
 	bool here_exact = true;
 	const struct xb_code *here = emu_in_nif(st, &callee, &p, &I);

@@ -707,6 +707,21 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	const uint64_t *pc = s->es.partial;
 	uint64_t partial = pc[XB_PARTIAL_HEAP_MOVED] + pc[XB_PARTIAL_SWITCHED] + pc[XB_PARTIAL_UNREADABLE] +
 			   pc[XB_PARTIAL_STALE];
+	if (xb_verbose && s->es.roles_seen)
+		fprintf(f, "erlang-sample: register roles (c_p in %s, from %s): a process in %llu of %llu samples "
+			   "that read it\n",
+			s->es.regs.c_p >= 0 ? xb_preg_name(s->es.regs.c_p) : "the scheduler's data",
+			s->vm.lay.origin ? s->vm.lay.origin : "?", (unsigned long long)s->es.roles_ok,
+			(unsigned long long)s->es.roles_seen);
+	/* The roles are the release table's (or the beam's DWARF): a VM whose
+	 * code keeps c_p elsewhere gives no process through them. */
+	if (s->es.roles_seen >= 200 && s->es.roles_ok * 2 < s->es.roles_seen)
+		fprintf(f, "erlang-sample: warning: the register that should hold the current process held one in "
+			   "only %llu of %llu samples: this VM's register roles differ from %s's; its stacks are "
+			   "cut to their innermost function (a layout from a build of this release with debug "
+			   "info: --layout FILE)\n",
+			(unsigned long long)s->es.roles_ok, (unsigned long long)s->es.roles_seen,
+			s->vm.lay.origin ? s->vm.lay.origin : "the table");
 	if (xb_verbose) {
 		fprintf(f, "erlang-sample: cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
 			   "processed sample\n",
