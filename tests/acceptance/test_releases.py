@@ -243,7 +243,7 @@ ALLOWED = {
     "jit_descriptor.first_entry": {-8},
     # ErtsSchedulerData: flxctr_slot_no (+16) is the scheduler's number too
     "ErtsSchedulerData_.no": {16},
-    # process.reds: flags (+8, a bit set plus padding) is a large count-like
-    # word on every process as reds is
-    "process.reds": {8},
+    # beam_ranges.c Range: the JIT lays modules out back to back, so a
+    # range's end (+8: the next range's start) is where the next begins
+    "Range.end": {8},
 }
