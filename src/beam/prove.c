@@ -102,6 +102,9 @@ struct fcheck {
 	 * are at least a quarter of those with evidence for it, where a bit
 	 * set or a constant beside it has a few */
 	uint8_t spread;
+	/* a count or pointer most objects leave 0: the same non-zero value in
+	 * eight or more objects is a constant beside it (a default size) */
+	uint8_t no_constant;
 };
 
 struct tally {
@@ -294,6 +297,8 @@ static enum xb_lproof verdict(const struct tally *t, const struct fcheck *c, siz
 	if (c->strict && (t->ok < c->min_ok || t->nvals < c->distinct))
 		return XB_LP_FAILED;
 	if (c->spread && t->nvals < 64 && t->nvals * 4 < t->ok)
+		return XB_LP_FAILED;
+	if (c->no_constant && t->ok >= 8 && t->nvals == 1)
 		return XB_LP_FAILED;
 	return t->ok >= (c->min_ok ? c->min_ok : 1) ? XB_LP_PROVEN : XB_LP_CONSISTENT;
 }
@@ -1316,6 +1321,53 @@ static enum ev ev_gen_gcs(struct pv *pv, size_t i, const int64_t *off, int64_t a
 	return v ? EV_OK : EV_NA;
 }
 
+/* The type of a monitor or link node N (erl_monitor_link.h
+ * ErtsMonLnkNode.type: ERTS_MON_TYPE_* 0..9, ERTS_LNK_TYPE_* above; OTP 29
+ * keeps it in the low 5 bits of flags), read where a monitor's origin
+ * node keeps it; -1 when unreadable. */
+static int node_type(struct pv *pv, uint64_t n, const int64_t *off)
+{
+	int64_t ot = off[XB_F_MONDATA_ORIGIN_TYPE], of = off[XB_F_MONDATA_ORIGIN_FLAGS];
+	const uint8_t *b = deref(pv, n, 40);
+	uint16_t w;
+	if (!b)
+		return -1;
+	if (ot >= 0 && ot + 2 <= 40) {
+		memcpy(&w, b + ot, 2);
+		return w;
+	}
+	if (of >= 0 && of + 2 <= 40) {
+		memcpy(&w, b + of, 2);
+		return w & 0x1f;
+	}
+	return -1;
+}
+
+/* links: NULL or a tree of link nodes; monitors and lt_monitors: of
+ * monitor nodes (the kind a node says it is) */
+static enum ev typed_tree(struct pv *pv, size_t i, const int64_t *off, int64_t at, bool links)
+{
+	uint64_t v = g64(pv, i, at);
+	if (!v)
+		return EV_NA;
+	if (!ptr_ok(pv, v))
+		return EV_BAD;
+	int t = node_type(pv, v, off);
+	if (t < 0)
+		return EV_NA;
+	return (links ? t > 9 && t < 32 : t <= 9) ? EV_OK : EV_BAD;
+}
+
+static enum ev ev_links(struct pv *pv, size_t i, const int64_t *off, int64_t at)
+{
+	return typed_tree(pv, i, off, at, true);
+}
+
+static enum ev ev_monitors(struct pv *pv, size_t i, const int64_t *off, int64_t at)
+{
+	return typed_tree(pv, i, off, at, false);
+}
+
 /* ProcDict (erl_process_dict.h): NULL, or a dictionary whose arraySize
  * is a power of two... of at least INITIAL_SIZE (8) */
 static enum ev ev_dictionary(struct pv *pv, size_t i, const int64_t *off, int64_t at)
@@ -1372,19 +1424,21 @@ static const struct fcheck proc_checks[] = {
 	{ XB_F_PROC_OLD_HEND, ev_old, 1, "old_heap < old_htop < old_hend, or none", 1, 1 },
 	{ XB_F_PROC_ARG_REG, ev_arg_reg, 3, "the process's own def_arg_reg while its arity fits", 1, 3 },
 	{ XB_F_PROC_DEF_ARG_REG, ev_def_arg_reg, 3, "what arg_reg points at while the arity fits", 1, 1 },
-	{ XB_F_PROC_ARITY, ev_arity, 1, "<= 6 exactly while arg_reg is the process's own def_arg_reg" },
+	{ XB_F_PROC_ARITY, ev_arity, 1, "<= 6 exactly while arg_reg is the process's own def_arg_reg",
+	  .no_constant = 1 },
 	{ XB_F_PROC_MBUF, ev_mbuf, 1, "NULL or a heap fragment (used_size <= alloc_size)" },
-	{ XB_F_PROC_MBUF_SZ, ev_mbuf_sz, 1, "non-zero when there are heap fragments" },
+	{ XB_F_PROC_MBUF_SZ, ev_mbuf_sz, 1, "non-zero when there are heap fragments", .no_constant = 1 },
 	{ XB_F_PROC_STATE, ev_state, 5, "ERTS_PSFLG_* bits, never 0: active priority = user priority", 1, 1 },
 	{ XB_F_PROC_ABANDONED_HEAP, ev_abandoned, 1, "NULL or a heap other than the current one" },
-	{ XB_F_PROC_OFF_HEAP_OVERHEAD, ev_words, 1, "words, below 2^31" },
-	{ XB_F_PROC_BIN_OLD_VHEAP, ev_words, 1, "words, below 2^31" },
-	{ XB_F_PROC_MONITORS, ev_ptr_or_null, 1, "NULL or a monitor tree" },
-	{ XB_F_PROC_LINKS, ev_ptr_or_null, 1, "NULL or a link tree", 1, 3 },
-	{ XB_F_PROC_LT_MONITORS, ev_ptr_or_null, 1, "NULL or a monitor list" },
+	{ XB_F_PROC_OFF_HEAP_OVERHEAD, ev_words, 1, "words, below 2^31; not one constant", .no_constant = 1 },
+	{ XB_F_PROC_BIN_OLD_VHEAP, ev_words, 1, "words, below 2^31; not one constant", .no_constant = 1 },
+	{ XB_F_PROC_MONITORS, ev_monitors, 1, "NULL or a tree of monitor nodes" },
+	{ XB_F_PROC_LINKS, ev_links, 3, "NULL or a tree of link nodes (a supervised process has one)", 1, 3 },
+	{ XB_F_PROC_LT_MONITORS, ev_monitors, 1, "NULL or a list of monitor nodes" },
 	{ XB_F_PROC_PSD, ev_ptr_or_null, 1, "NULL or process specific data" },
 	{ XB_F_PROC_SIGINQ_BUFFERS, ev_ptr_or_null, 1, "NULL or the signal buffers" },
-	{ XB_F_PROC_DICTIONARY, ev_dictionary, 1, "NULL or a ProcDict of at least 8 slots" },
+	{ XB_F_PROC_DICTIONARY, ev_dictionary, 3, "NULL or a ProcDict of at least 8 slots (proc_lib gives every "
+						     "process it starts one)", 1, 1 },
 	{ XB_F_PROC_GEN_GCS, ev_gen_gcs, 1, "below max_gen_gcs" },
 	{ XB_F_PROC_RUN_QUEUE, ev_proc_runq, 3, "a run queue", 1, 1 },
 };
