@@ -23,10 +23,12 @@
 #                                  <each of these three>-stripped
 #   tests/build-vms.sh matrix    default + OTP 27 and a stripped sibling of
 #                                each of the OTP 25 and 27 builds, the other
-#                                suites' own VMs and the OTP 27 shifted build:
+#                                suites' own VMs and the OTP 27 shifted and
+#                                probes builds:
 #                                  otp27-jit  <each>-stripped
 #                                  trixie-stock  bookworm-stock
 #                                  otp27-jit-shifted (erts 15.2.7.77)  + -stripped
+#                                  otp27-jit-probes (erts 15.2.7)  + -stripped
 #                                and otpX.Y.Z-jit for every other erlang release
 #                                apt-cache showsrc lists whose source can be
 #                                downloaded (the release tables: scripts/gen-release-table)
@@ -897,10 +899,10 @@ rename_erts() {
 #       SHIFT_VSN_SUFFIX); the beam alone is built (make -C erts/emulator) and
 #       installed into a copy of the same release's install, its erts-X
 #       directory renamed.
-#   otp25-jit-probes  [otp27-jit-probes]                      (tree MAJOR-probes)
+#   otp25-jit-probes  otp27-jit-probes                        (tree MAJOR-probes)
 #       configured --with-dynamic-trace=systemtap --enable-vm-probes (as some
 #       distributions do): USE_VM_PROBES adds dt_utag and dt_utag_flags to
-#       struct process before u (erl_process.h), 16 bytes, while the erts
+#       struct process (erl_process.h; PROBES_AT), 16 bytes, while the erts
 #       version stays the release's.
 # Each keeps its DWARF (the answer key for discovery); make_stripped makes the
 # -stripped sibling (.dynsym only, as Debian ships beam.smp).  The info file
@@ -910,6 +912,12 @@ rename_erts() {
 
 SHIFT_A=24 SHIFT_B=40 SHIFT_C=40
 SHIFT_VSN_SUFFIX=.77
+
+# Where USE_VM_PROBES puts dt_utag and dt_utag_flags in struct process
+# (erts/emulator/beam/erl_process.h): OTP 25 before u (u.initial, current
+# and what follows move by 16), OTP 27 at the end, after run_queue (only
+# sizeof(Process), the process table's element size, changes).
+declare -A PROBES_AT=([25]=before:u [27]=after:run_queue)
 
 # patch_shifted ID DIR: the inserted members.  struct process: SHIFT_A bytes
 # early (the interpreter: right after stop; the JIT: after the members
@@ -1019,16 +1027,35 @@ build_variant() {
             die "$name: sizeof(struct process) grew by $((LAYOUT_SIZE - LAYOUT_BASE_SIZE)), expected $((SHIFT_A + SHIFT_B))"
         extra=("shifted=process.xb_shift_a:$SHIFT_A:after:$a_after process.xb_shift_b:$SHIFT_B:after:reds ErtsSchedulerData_.xb_shift_c:$SHIFT_C:before:current_process")
     else
+        # where erl_process.h puts dt_utag and dt_utag_flags (USE_VM_PROBES)
+        local where=${PROBES_AT[$major]:-} anchor_expr
+        [[ -n $where ]] || die "$name: where USE_VM_PROBES puts dt_utag in OTP $major is not known (PROBES_AT)"
+        if [[ $where == before:* ]]; then
+            anchor_expr="&((struct process *)0)->${where#before:}"
+        else
+            anchor_expr="(char *)&((struct process *)0)->${where#after:} + sizeof(((struct process *)0)->${where#after:})"
+        fi
         mapfile -t vals < <(gdb_values "$beam" \
             "&((struct process *)0)->dt_utag" \
+            "(char *)&((struct process *)0)->dt_utag + 8" \
+            "&((struct process *)0)->dt_utag_flags" \
             "(char *)&((struct process *)0)->dt_utag_flags + sizeof(((struct process *)0)->dt_utag_flags)" \
-            "&((struct process *)0)->u")
-        [[ ${#vals[@]} == 3 && -n ${vals[0]} && ${vals[1]} == "${vals[2]}" ]] ||
-            die "$name: no dt_utag, dt_utag_flags right before u in the DWARF: USE_VM_PROBES is off (${vals[*]})"
+            "$anchor_expr")
+        if [[ $where == before:* ]]; then
+            [[ ${#vals[@]} == 5 && -n ${vals[0]} && ${vals[1]} == "${vals[2]}" && ${vals[3]} == "${vals[4]}" ]] ||
+                die "$name: no dt_utag, dt_utag_flags right before ${where#before:} in the DWARF (${vals[*]})"
+        else
+            [[ ${#vals[@]} == 5 && -n ${vals[0]} && ${vals[1]} == "${vals[2]}" && ${vals[0]} == "${vals[4]}" ]] ||
+                die "$name: no dt_utag, dt_utag_flags right after ${where#after:} in the DWARF (${vals[*]})"
+        fi
         [[ $((LAYOUT_SIZE - LAYOUT_BASE_SIZE)) == 16 ]] ||
             die "$name: sizeof(struct process) grew by $((LAYOUT_SIZE - LAYOUT_BASE_SIZE)), expected 16 (USE_VM_PROBES)"
         readelf -S -W "$beam" | grep -q '\.note\.stapsdt' || die "$name: no .note.stapsdt section (systemtap probes)"
-        extra=("probes=process.dt_utag:8:before:dt_utag_flags process.dt_utag_flags:8:before:u (USE_VM_PROBES)")
+        if [[ $where == before:* ]]; then
+            extra=("probes=process.dt_utag:8:before:dt_utag_flags process.dt_utag_flags:8:$where (USE_VM_PROBES)")
+        else
+            extra=("probes=process.dt_utag:8:$where process.dt_utag_flags:8:after:dt_utag (USE_VM_PROBES)")
+        fi
     fi
     stage_end
 
@@ -1202,7 +1229,8 @@ DEFAULT_WANT=(otp25-emu-dwarf otp25-jit-dwarf otp29-jit otp29-jit-stripped
 MATRIX_WANT=("${DEFAULT_WANT[@]}" otp27-jit
              otp25-emu-dwarf-stripped otp25-jit-dwarf-stripped otp27-jit-stripped
              trixie-stock bookworm-stock
-             otp27-jit-shifted otp27-jit-shifted-stripped)
+             otp27-jit-shifted otp27-jit-shifted-stripped
+             otp27-jit-probes otp27-jit-probes-stripped)
 
 usage() {
     echo "usage: $0 default|matrix" >&2

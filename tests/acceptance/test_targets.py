@@ -12,8 +12,9 @@ checked for what their info files say they are before a test relies on it:
   version no release table names; their DWARF (the answer key discovery is
   checked against) shows each inserted member where shifted= says and the
   members the tools read moved as moved= says.
-- the VM-probes build (otp25-jit-probes): USE_VM_PROBES, struct process 16
-  bytes longer before u, the erts version of a release that has a table.
+- the VM-probes builds (otp25-jit-probes; otp27-jit-probes in the matrix):
+  USE_VM_PROBES, struct process 16 bytes longer (OTP 25: before u; OTP 27:
+  at its end), the erts version of a release that has a table.
 - each one's -stripped sibling: .dynsym only, as Debian ships beam.smp.
 """
 
@@ -27,7 +28,7 @@ from xbtest import (ROOT, VM, check, elf_sections, load_target, log, ns_pids, pe
 
 CONTAINERS = ["sid-stock", "trixie-stock", "bookworm-stock"]
 SHIFTED = ["otp25-emu-shifted", "otp25-jit-shifted", "otp27-jit-shifted"]
-PROBES = ["otp25-jit-probes"]
+PROBES = ["otp25-jit-probes", "otp27-jit-probes"]
 TABLES = os.path.join(ROOT, "src", "beam", "releases")
 STRUCTS = {"process": "struct process", "ErtsSchedulerData_": "struct ErtsSchedulerData_"}
 
@@ -285,9 +286,9 @@ def test_shifted_target(target):
 def test_probes_target(target):
     """A VM-probes build (--enable-vm-probes: USE_VM_PROBES) keeps its
     release's erts version, which a table names, but struct process is 16
-    bytes longer: dt_utag and dt_utag_flags right before u
-    (erts/emulator/beam/erl_process.h), so u.initial, current and what
-    follows moved while the fields before did not.  Its -stripped sibling:
+    bytes longer: dt_utag and dt_utag_flags (erts/emulator/beam/erl_process.h;
+    OTP 25: right before u, so u.initial, current and what follows moved;
+    OTP 27: at the end, so only the size changed).  Its -stripped sibling:
     the same VM, .dynsym only."""
     check(target.info.get("variant") == "probes", "%s: info variant=%s"
           % (target.name, target.info.get("variant")))
@@ -306,12 +307,18 @@ def test_probes_target(target):
     secs, _ = elf_sections(target.beam)
     check(".note.stapsdt" in secs, "%s: no .note.stapsdt (systemtap probes)" % target.name)
     inserted = parse_inserted(target.info.get("probes", ""))
-    check([m for _, m, _, _, _ in inserted] == ["dt_utag", "dt_utag_flags"],
+    check(sorted(m for _, m, _, _, _ in inserted) == ["dt_utag", "dt_utag_flags"],
           "%s: probes= does not name dt_utag and dt_utag_flags" % target.name, target.info.get("probes"))
     size, base_size, moved = check_layout_key(target, base, inserted)
-    check(size - base_size == 16 and moved.get(("process", "u")) == 16
-          and moved.get(("process", "current")) == 16 and moved.get(("process", "flags")) == 0,
-          "%s: expected struct process +16 with u and current moved by 16, flags not" % target.name,
-          target.info.get("moved"))
-    log("%s: erts %s as %s; sizeof(struct process) %d (%s: %d)"
-        % (target.name, target.erts, base.name, size, base.name, base_size))
+    check(size - base_size == 16, "%s: sizeof(struct process) %d, %s's %d: USE_VM_PROBES adds 16"
+          % (target.name, size, base.name, base_size))
+    # every member after dt_utag moved by 16, every one before it not at all
+    keys = sorted(k for k in moved if k[0] == "process")
+    offs = gdb_values(target.beam, [offset("process", "dt_utag")] + [offset(s, m) for s, m in keys])
+    for (s, m), off in zip(keys, offs[1:]):
+        want = 16 if off > offs[0] else 0
+        check(moved[(s, m)] == want, "%s: process.%s (at %d, dt_utag at %d) moved by %d, expected %d"
+              % (target.name, m, off, offs[0], moved[(s, m)], want))
+    log("%s: erts %s as %s; sizeof(struct process) %d (%s: %d); dt_utag at %d; moved by 16: %s"
+        % (target.name, target.erts, base.name, size, base.name, base_size, offs[0],
+           ", ".join(m for (s, m) in keys if moved[(s, m)]) or "none of the members the tools read"))

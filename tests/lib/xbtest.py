@@ -18,7 +18,8 @@ Targets
     (@per_vm(only=[...])): Debian's own VMs as containers (sid-stock in the
     default suite; trixie-stock, bookworm-stock), the layout-shifted builds
     (otp25-emu-shifted, otp25-jit-shifted; otp27-jit-shifted) and the
-    VM-probes build (otp25-jit-probes), each with a -stripped sibling.
+    VM-probes builds (otp25-jit-probes; otp27-jit-probes), each with a
+    -stripped sibling.
 
     Container targets (NAME-stock, info chroot=DIR): Debian's erlang-base in
     a debootstrapped root.  VM() starts its /usr/bin/erl in new mount and
@@ -127,7 +128,8 @@ BY_NAME_TARGETS = ["sid-stock", "trixie-stock", "bookworm-stock",
                    "otp25-emu-shifted", "otp25-jit-shifted", "otp25-jit-probes",
                    "otp25-emu-shifted-stripped", "otp25-jit-shifted-stripped",
                    "otp25-jit-probes-stripped",
-                   "otp27-jit-shifted", "otp27-jit-shifted-stripped"]
+                   "otp27-jit-shifted", "otp27-jit-shifted-stripped",
+                   "otp27-jit-probes", "otp27-jit-probes-stripped"]
 # What `tests/build-vms.sh default` builds (plus stock) that the default suite
 # runs: the generic per-VM tests on the first three, the by-name targets for
 # the tests that name them.
