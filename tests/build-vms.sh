@@ -1287,9 +1287,9 @@ unavailable() {
 
 missing_vms() {
     local vm
-    todo=() skipped=()
+    todo=() skipped=() present=()
     for vm in "${WANT[@]}"; do
-        if vm_done "$vm"; then continue; fi
+        if vm_done "$vm"; then present+=("$vm"); continue; fi
         if unavailable "$vm"; then skipped+=("$vm"); else todo+=("$vm"); fi
     done
 }
@@ -1300,7 +1300,7 @@ if [[ ${#skipped[@]} -gt 0 ]]; then
     log "not built, their source could not be downloaded: ${skipped[*]} ($VMS/NAME/unavailable)"
 fi
 if [[ ${#todo[@]} == 0 ]]; then
-    log "all $((${#WANT[@]} - ${#skipped[@]})) $MODE VMs present in $VMS: ${WANT[*]}"
+    log "all ${#present[@]} $MODE VMs present in $VMS: ${present[*]}"
     exit 0
 fi
 [[ $(id -u) == 0 ]] || die "building needs root (apt-get, $SOURCES_FILE); missing VMs: ${todo[*]}"
@@ -1312,7 +1312,7 @@ if ! flock -n 9; then
     flock 9
     missing_vms
     if [[ ${#todo[@]} == 0 ]]; then
-        log "all $((${#WANT[@]} - ${#skipped[@]})) $MODE VMs present in $VMS: ${WANT[*]}"
+        log "all ${#present[@]} $MODE VMs present in $VMS: ${present[*]}"
         exit 0
     fi
 fi

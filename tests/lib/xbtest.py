@@ -1233,6 +1233,9 @@ class VM:
     def __init__(self, target, extra_args=(), schedulers=2, start_timeout=30, env=None):
         if not target.present:
             skip_because("target-not-built", target, "%s: %s" % (target.name, target.missing))
+        if target.container and os.geteuid() != 0:
+            skip_because("needs-root", target, "%s runs in namespaces of its own (unshare, chroot)"
+                         % target.name)
         self.target = target
         self.extra_args = list(extra_args)
         if any(a.startswith("+JP") for a in self.extra_args) and not target.jit:
