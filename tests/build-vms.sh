@@ -766,7 +766,7 @@ build_full_vm() {   # ID: a major (27, 29: otp27-jit) or an upstream release (29
         if ! (ensure_source "$id"); then
             warn "$name: no source of erlang $id could be downloaded; $name is not built"
             UNAVAILABLE+=("$name")
-            # not tried again while apt lists the same versions of it
+            # not tried again for a day while apt lists the same versions of it
             mkdir -p "$dir"
             id_versions "$id" >"$dir/unavailable"
             return 0
@@ -1278,11 +1278,12 @@ vm_done() {
 }
 
 # A release VM (otpX.Y.Z-jit) whose source could not be downloaded is not
-# tried again while apt-cache lists the same versions of that release.
+# tried again for a day while apt-cache lists the same versions of that
+# release (delete vms/NAME/unavailable to try at once).
 unavailable() {
-    local id=${1#otp}
-    [[ $1 == otp*.*-jit && -f $VMS/$1/unavailable ]] &&
-        [[ $(cat "$VMS/$1/unavailable") == "$(id_versions "${id%-jit}")" ]]
+    local id=${1#otp} f=$VMS/$1/unavailable
+    [[ $1 == otp*.*-jit && -f $f && -n $(find "$f" -mmin -1440) ]] &&
+        [[ $(cat "$f") == "$(id_versions "${id%-jit}")" ]]
 }
 
 missing_vms() {
