@@ -10,7 +10,26 @@ Targets
     /usr/bin/erl) or a VM built by tests/build-vms.sh under
     $EXTROSPECT_VM_CACHE/vms/NAME/ (default /var/cache/extrospect-beam).  Its
     attributes come from the VM's `info` file: name, otp, otp_version, erts,
-    flavor ("jit"|"emu"), debug ("dwarf"|"symtab"|"dynsym"), beam, erl, root.
+    flavor ("jit"|"emu"), debug ("dwarf"|"symtab"|"dynsym"), beam, erl, root,
+    and chroot (None, or the root of a container target: see below); the
+    whole file is target.info (tests/build-vms.sh lists its keys).
+
+    Targets in BY_NAME_TARGETS run only the tests that name them
+    (@per_vm(only=[...])): Debian's own VMs as containers (sid-stock in the
+    default suite; trixie-stock, bookworm-stock), the layout-shifted builds
+    (otp25-emu-shifted, otp25-jit-shifted; otp27-jit-shifted) and the
+    VM-probes builds (otp25-jit-probes; otp27-jit-probes), each with a
+    -stripped sibling.
+
+    Container targets (NAME-stock, info chroot=DIR): Debian's erlang-base in
+    a debootstrapped root.  VM() starts its /usr/bin/erl in new mount and
+    PID namespaces chrooted into DIR (container_argv: unshare --mount --pid
+    --fork --kill-child, /proc mounted inside, a private /tmp, the run's and
+    the test's directories bind-mounted at their host paths), with the
+    workloads compiled by the root's own erlc inside it.  vm.pid is the
+    HOST pid of its beam.smp (pid 1 in its namespace: vm.ns_pid), whose
+    /proc/PID/exe is inside DIR: point the tools at vm.pid, as one profiles
+    a container from the host.  vm.kill() kills the whole namespace.
 
     @per_vm(flavor=None, debug=None, only=None, exclude=None)
         run the test once per target of the suite that matches; the test gets
@@ -30,7 +49,8 @@ Targets
 
 Starting a VM
     with VM(target, extra_args=["+JPperf", "map"], schedulers=2) as vm:
-        vm.pid                      OS pid of beam.smp (checked via /proc/PID/exe)
+        vm.pid                      OS pid of beam.smp (checked via /proc/PID/exe;
+                                    a container's: the host pid, vm.ns_pid its own)
         vm.eval("lists:seq(1,3)")   -> "[1,2,3]"  (the value printed with ~p)
         vm.eval_raw("xb_inspect:functions()")  -> bytes (value must be iodata)
         vm.start_workload("xb_split", 80)  == vm.eval("xb_split:start(80)")
@@ -96,11 +116,33 @@ VMS_DIR = os.path.join(CACHE, "vms")
 STOCK_ERL = "/usr/bin/erl"
 STOCK_ROOT = "/usr/lib/erlang"
 
-DEFAULT_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf"]
-# What `tests/build-vms.sh matrix` builds (plus stock).
+# Targets a test runs on only when it names them (@per_vm(only=[...])), in
+# every suite: Debian's own VMs run as containers (NAME-stock: a
+# debootstrapped root, tests/build-vms.sh), the layout-shifted builds
+# (members inserted into struct process and ErtsSchedulerData_, an erts
+# version no release table names) and the VM-probes builds (USE_VM_PROBES:
+# struct process 16 bytes longer, the erts version unchanged), and their
+# stripped siblings.  Their info files say what each is (chroot=; variant=,
+# unshifted=, shifted=, probes=, moved=: see tests/build-vms.sh).
+BY_NAME_TARGETS = ["sid-stock", "trixie-stock", "bookworm-stock",
+                   "otp25-emu-shifted", "otp25-jit-shifted", "otp25-jit-probes",
+                   "otp25-emu-shifted-stripped", "otp25-jit-shifted-stripped",
+                   "otp25-jit-probes-stripped",
+                   "otp27-jit-shifted", "otp27-jit-shifted-stripped",
+                   "otp27-jit-probes", "otp27-jit-probes-stripped"]
+# What `tests/build-vms.sh default` builds (plus stock) that the default suite
+# runs: the generic per-VM tests on the first three, the by-name targets for
+# the tests that name them.
+DEFAULT_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf",
+                   "sid-stock", "otp25-emu-shifted", "otp25-jit-shifted", "otp25-jit-probes",
+                   "otp25-emu-shifted-stripped", "otp25-jit-shifted-stripped",
+                   "otp25-jit-probes-stripped"]
+# What `tests/build-vms.sh matrix` builds (plus stock).  It also builds a VM
+# otpX.Y.Z-jit for each other erlang release Debian ships whose source can be
+# downloaded (which ones moves with Debian): all_targets() adds every built VM.
 MATRIX_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf", "otp27-jit", "otp29-jit",
                   "otp25-emu-dwarf-stripped", "otp25-jit-dwarf-stripped",
-                  "otp27-jit-stripped", "otp29-jit-stripped"]
+                  "otp27-jit-stripped", "otp29-jit-stripped"] + BY_NAME_TARGETS
 
 
 class Skip(Exception):
@@ -284,6 +326,8 @@ def target_matches(target, spec):
     only, excl = _as_list(spec.get("only")), _as_list(spec.get("exclude"))
     if only is not None and target.name not in only:
         return False
+    if target.name in BY_NAME_TARGETS and only is None:
+        return False
     if excl is not None and target.name in excl:
         return False
     # A target that is not built has unknown attributes: it matches on name
@@ -362,6 +406,23 @@ class Target:
         self.present = missing is None
         for k in ("otp", "otp_version", "erts", "flavor", "debug", "beam", "erl", "root"):
             setattr(self, k, self.info.get(k, "?"))
+        # a container VM: the root it runs chrooted into (beam, erl, root are
+        # host paths inside it)
+        self.chroot = self.info.get("chroot") or None
+
+    @property
+    def container(self):
+        return self.chroot is not None
+
+    def in_root(self, path):
+        """PATH (a host path inside the container's root) as the container
+        sees it; other targets: PATH."""
+        if not self.container:
+            return path
+        root = self.chroot.rstrip("/")
+        if path != root and not path.startswith(root + "/"):
+            raise ValueError("%s: %s is not inside its root %s" % (self.name, path, root))
+        return path[len(root):] or "/"
 
     @property
     def bindir(self):
@@ -369,6 +430,8 @@ class Target:
 
     @property
     def erlc(self):
+        """The target's erlc (a host path; a container's runs only inside
+        it: container_argv)."""
         for c in (os.path.join(self.bindir, "erlc"), os.path.join(self.root, "bin", "erlc")):
             if os.access(c, os.X_OK):
                 return c
@@ -381,10 +444,13 @@ class Target:
     def guess(self):
         """Attributes of a target that is not built, from its name."""
         g = dict(self.info)
-        m = re.match(r"otp(\d+)-(jit|emu)", self.name)
+        m = re.match(r"otp(\d+)(?:\.[\d.]+)?-(jit|emu)", self.name)
         if m:
             g.setdefault("otp", m.group(1))
             g.setdefault("flavor", m.group(2))
+        if self.name.endswith("-stock"):   # Debian's erlang-base: JIT, stripped
+            g.setdefault("flavor", "jit")
+            g.setdefault("debug", "dynsym")
         if self.name.endswith("-stripped"):
             g.setdefault("debug", "dynsym")
         elif self.name.startswith("otp"):
@@ -1010,10 +1076,111 @@ def kill_registered(run_directory):
 
 
 # ---------------------------------------------------------------------------
+# containers
+
+# sh script run by container_argv between unshare and chroot: $1 the root,
+# $2 the working directory inside, then host directories to bind-mount at
+# the same path inside, "--", the command.
+_CONTAINER_SH = r"""
+root=$1 cwd=$2
+shift 2
+mount -t tmpfs -o mode=1777 xb-tmp "$root/tmp" || exit 125
+while [ "$1" != -- ]; do
+    mkdir -p "$root$1" && mount --bind "$1" "$root$1" || exit 125
+    shift
+done
+shift
+exec chroot "$root" /usr/bin/env -C "$cwd" "$@"
+"""
+
+
+def container_binds():
+    """Host directories a container target sees at the same path: the run's
+    directory (the compiled workloads) and the current test's directory."""
+    dirs = []
+    for d in (run_dir(), tmpdir()):
+        d = os.path.realpath(d)
+        if not any(d == o or d.startswith(o + "/") for o in dirs):
+            dirs = [o for o in dirs if not o.startswith(d + "/")] + [d]
+    return dirs
+
+
+def container_argv(target, argv, cwd):
+    """argv (paths as the container sees them) run in a container of
+    target: new mount and PID namespaces (unshare --mount --pid --fork
+    --kill-child: the command is pid 1 of its namespace, and when it dies
+    the kernel kills the rest of the namespace), that namespace's /proc
+    mounted inside the root, a private tmpfs on its /tmp, container_binds()
+    bind-mounted at their host paths, then chroot into the root and cd to
+    cwd.  Nothing is mounted outside the new mount namespace."""
+    root = os.path.realpath(target.chroot)
+    return (["unshare", "--mount", "--pid", "--fork", "--kill-child",
+             "--mount-proc=" + os.path.join(root, "proc"), "--",
+             "/bin/sh", "-c", _CONTAINER_SH, "xb-container", root, cwd]
+            + container_binds() + ["--"] + list(argv))
+
+
+def _proc_children():
+    """{ppid: [pid, ...]} of every process now."""
+    kids = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                st = f.read()
+            ppid = int(st[st.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(p))
+    return kids
+
+
+def ns_pids(pid):
+    """The pid of host process PID in each PID namespace it is in, outermost
+    first (/proc/PID/status NSpid), or [] if it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+def _gone_or_zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            st = f.read()
+        return st[st.rindex(b")") + 2:].split()[0] in (b"Z", b"X")
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def container_host_pid(launcher, ns_pid):
+    """The host pid of the process that is ns_pid in the PID namespace of
+    launcher's descendants (launcher: the unshare process), or None."""
+    kids = _proc_children()
+    todo, seen = list(kids.get(launcher, [])), set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        nsp = ns_pids(p)
+        if len(nsp) >= 2 and nsp[-1] == ns_pid:
+            return p
+        todo += kids.get(p, [])
+    return None
+
+
+# ---------------------------------------------------------------------------
 # workloads
 
 def compiled_workloads(target):
-    """Directory with tests/workloads/*.erl compiled by target's erlc (cached per run)."""
+    """Directory with tests/workloads/*.erl compiled by target's erlc (cached
+    per run); a container target's own erlc runs inside it."""
     src = sorted(f for f in os.listdir(WORKLOADS) if f.endswith(".erl"))
     stamp = "%d" % max(os.stat(os.path.join(WORKLOADS, f)).st_mtime_ns for f in src)
     out = os.path.join(run_dir(), "ebin", target.name)
@@ -1025,8 +1192,19 @@ def compiled_workloads(target):
     except OSError:
         pass
     tmp = tempfile.mkdtemp(prefix="ebin-", dir=run_dir())
-    r = run_cmd([target.erlc, "-o", tmp] + [os.path.join(WORKLOADS, f) for f in src],
-                timeout=120)
+    if target.container:
+        # the sources where the container sees them (the run directory)
+        srcdir = os.path.join(tmp, "src")
+        os.makedirs(srcdir)
+        for f in src:
+            shutil.copy(os.path.join(WORKLOADS, f), srcdir)
+        argv = container_argv(target, [target.in_root(target.erlc), "-o", tmp]
+                              + [os.path.join(srcdir, f) for f in src], cwd=tmp)
+        r = run_cmd(argv, timeout=180)
+        shutil.rmtree(srcdir, True)
+    else:
+        r = run_cmd([target.erlc, "-o", tmp] + [os.path.join(WORKLOADS, f) for f in src],
+                    timeout=120)
     if r.rc != 0:
         shutil.rmtree(tmp, True)
         raise RuntimeError("compiling workloads with %s failed:\n%s\n%s"
@@ -1055,6 +1233,9 @@ class VM:
     def __init__(self, target, extra_args=(), schedulers=2, start_timeout=30, env=None):
         if not target.present:
             skip_because("target-not-built", target, "%s: %s" % (target.name, target.missing))
+        if target.container and os.geteuid() != 0:
+            skip_because("needs-root", target, "%s runs in namespaces of its own (unshare, chroot)"
+                         % target.name)
         self.target = target
         self.extra_args = list(extra_args)
         if any(a.startswith("+JP") for a in self.extra_args) and not target.jit:
@@ -1065,6 +1246,7 @@ class VM:
         self.env = env
         self.proc = None
         self.pid = None
+        self.ns_pid = None
         self.otp_release = None
         self.flavor = None
         self._lines = []
@@ -1086,9 +1268,14 @@ class VM:
 
     def start(self):
         ebin = compiled_workloads(self.target)
-        argv = [self.target.erl, "-noshell", "+S", "%d:%d" % (self.schedulers, self.schedulers)]
+        erl = self.target.in_root(self.target.erl)
+        argv = [erl, "-noshell", "+S", "%d:%d" % (self.schedulers, self.schedulers)]
         argv += self.extra_args
         argv += ["-pa", ebin, "-eval", "xb_ctl:start()."]
+        if self.target.container:
+            # (the container sees the run directory, thus ebin, and tmpdir()
+            # at their host paths)
+            argv = container_argv(self.target, argv, cwd=tmpdir())
         env = dict(os.environ)
         for k in ("ERL_FLAGS", "ERL_AFLAGS", "ERL_ZFLAGS", "ERL_LIBS", "ERL_ROOTDIR",
                   "ERL_CRASH_DUMP_SECONDS"):
@@ -1124,14 +1311,28 @@ class VM:
                              if self.proc.returncode is not None else "still running",
                              self.output_tail()))
         ospid, self.otp_release, self.flavor = ready
-        self.pid = self.proc.pid
-        if int(ospid) != self.pid:
-            self.kill()
-            raise VMError("VM reports OS pid %s but we started pid %d" % (ospid, self.pid))
+        self.ns_pid = int(ospid)
+        if self.target.container:
+            # The VM knows its pid in its own namespace; the tools need the
+            # host's: the unshare process's descendant that has that pid there.
+            self.pid = container_host_pid(self.proc.pid, self.ns_pid)
+            if self.pid is None:
+                self.kill()
+                raise VMError("VM %s reports pid %s in its namespace, but no descendant of the "
+                              "unshare process %d has it" % (self.target.name, ospid, self.proc.pid))
+        else:
+            self.pid = self.proc.pid
+            if self.ns_pid != self.pid:
+                self.kill()
+                raise VMError("VM reports OS pid %s but we started pid %d" % (ospid, self.pid))
         exe = os.readlink("/proc/%d/exe" % self.pid)
         if not os.path.basename(exe).startswith("beam"):
             self.kill()
             raise VMError("/proc/%d/exe is %s, not a beam" % (self.pid, exe))
+        if self.target.container and not exe.startswith(os.path.realpath(self.target.chroot) + "/"):
+            self.kill()
+            raise VMError("/proc/%d/exe is %s, not inside the root %s"
+                          % (self.pid, exe, self.target.chroot))
         self.exe = exe
         return self
 
@@ -1144,7 +1345,9 @@ class VM:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self):
-        """SIGKILL the VM's whole process group (beam.smp, erl_child_setup, ...)."""
+        """SIGKILL the VM's whole process group (beam.smp, erl_child_setup, ...;
+        a container's unshare process and beam.smp, pid 1 of its namespace,
+        whose death ends every other process in it)."""
         if self.proc is None:
             return
         _killpg(self.proc.pid)
@@ -1152,6 +1355,10 @@ class VM:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             pass
+        if self.target.container and self.pid:
+            # beam.smp is not our child (unshare's): wait until it is gone
+            # (or a zombie its new parent has yet to reap)
+            wait_for(lambda: _gone_or_zombie(self.pid), timeout=10)
         for s in (self.proc.stdin, self.proc.stdout):
             try:
                 s.close()
