@@ -132,6 +132,9 @@ void xb_layout_prove_lines(struct xb_vm *vm, const int64_t *off);
 void xb_layout_prove_alloc(struct xb_vm *vm, const int64_t *off);
 void xb_layout_prove_contents(struct xb_vm *vm, const int64_t *off);
 void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off);
+/* Struct sizes from the VM's fix_alloc lists (and corrected from them
+ * with DISCOVER). */
+void xb_layout_prove_fix_sizes(struct xb_vm *vm, int64_t *off, bool discover);
 /* Mark FIELDS (N of them) PROVEN or FAILED together with INV, and WHY. */
 int xb_layout_mark(struct xb_vm *vm, const int64_t *off, const enum xb_field *fields, size_t n, bool ok,
 		   const char *inv, const char *why);

@@ -97,20 +97,29 @@ int xb_layout_report(const struct xb_vm *vm, FILE *out)
 	int failed = 0, proven = 0, consistent = 0, n = 0;
 	for (int f = 0; f < XB_F_COUNT; f++) {
 		const struct xb_fstate *s = &lay->f[f];
-		if (s->proof == XB_LP_UNCHECKED || s->proof == XB_LP_UNUSED)
+		/* a field some checked feature reads, left unchecked because
+		 * what it is read through did not hold, fails too */
+		bool orphan = s->proof == XB_LP_UNCHECKED && vm->off[f] >= 0 &&
+			      (xb_field_specs[f].needs & lay->needs_checked);
+		if ((s->proof == XB_LP_UNCHECKED && !orphan) || s->proof == XB_LP_UNUSED)
 			continue;
 		char label[96], line[512], text[600];
 		field_label((enum xb_field)f, label, sizeof(label));
-		snprintf(line, sizeof(line), "%-4s field %-40s %6lld  %-10s %-10s %s%s%s", 
-			 s->proof == XB_LP_FAILED ? "FAIL" : "ok", label, (long long)vm->off[f],
-			 xb_lsrc_name((enum xb_lsrc)s->src), xb_lproof_name((enum xb_lproof)s->proof),
-			 s->inv ? s->inv : "", s->note[0] ? "; " : "", s->note);
+		if (orphan)
+			snprintf(line, sizeof(line), "FAIL field %-40s %6lld  %-10s %-10s not proven: what it is read "
+						     "through (the process table, the scheduler data...) did not hold",
+				 label, (long long)vm->off[f], xb_lsrc_name((enum xb_lsrc)s->src), "unproven");
+		else
+			snprintf(line, sizeof(line), "%-4s field %-40s %6lld  %-10s %-10s %s%s%s",
+				 s->proof == XB_LP_FAILED ? "FAIL" : "ok", label, (long long)vm->off[f],
+				 xb_lsrc_name((enum xb_lsrc)s->src), xb_lproof_name((enum xb_lproof)s->proof),
+				 s->inv ? s->inv : "", s->note[0] ? "; " : "", s->note);
 		if (s->proof == XB_LP_PROVEN && s->seen > 1)
 			snprintf(line + strlen(line), sizeof(line) - strlen(line), " (%u of %u objects)", s->ok, s->seen);
 		xb_sanitize(line, text, sizeof(text));
 		fprintf(out, "%s\n", text);
 		n++;
-		failed += s->proof == XB_LP_FAILED;
+		failed += s->proof == XB_LP_FAILED || orphan;
 		proven += s->proof == XB_LP_PROVEN;
 		consistent += s->proof == XB_LP_CONSISTENT;
 	}

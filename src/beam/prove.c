@@ -2109,12 +2109,17 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 	lap(&tl, lapname ? "schedulers" : NULL);
 	if ((needs & XB_NEED_PROCS) && (fneeds & XB_NEED_PROCS))
 		xb_layout_prove_procs(vm, off);
+
 	lap(&tl, lapname ? "process figures" : NULL);
 	if ((needs & XB_NEED_LINES) && (fneeds & XB_NEED_LINES))
 		xb_layout_prove_lines(vm, off);
 	lap(&tl, lapname ? "lines" : NULL);
 	if ((needs & XB_NEED_ALLOC) && (fneeds & XB_NEED_ALLOC || only == XB_F_PROC_SIZE))
 		xb_layout_prove_alloc(vm, off);
+	/* after the walks that only saw what objects exist, and the
+	 * allocators' own proof: the sizes the VM's fix_alloc lists give */
+	if ((needs & (XB_NEED_PROCS | XB_NEED_ALLOC)) && (fneeds & (XB_NEED_PROCS | XB_NEED_ALLOC)))
+		xb_layout_prove_fix_sizes(vm, off, discover);
 	lap(&tl, lapname ? "allocators" : NULL);
 	if ((needs & XB_NEED_CONTENTS) &&
 	    (fneeds & XB_NEED_CONTENTS || (only >= 0 && xb_field_specs[only].type[0] == 'e' &&

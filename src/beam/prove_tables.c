@@ -526,3 +526,112 @@ void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off)
 		snprintf(vm->lay.f[f].note, sizeof(vm->lay.f[0].note), "no live evidence: a size, read nowhere");
 	}
 }
+
+/* ------------------------------------------------------------------ */
+/* struct sizes from the VM's own fix_alloc lists */
+
+/* erl_alloc.types: the FIXED_SIZE types whose item size is a struct we
+ * count (erl_alloc.c erts_memory: PROC, MSG_REF, the timers; the
+ * monitor and link data) */
+static const struct {
+	const char *type;
+	enum xb_field f;
+} fix_sizes[] = {
+	{ "PROC", XB_F_PROC_SIZE },           { "MSG_REF", XB_F_MSGREF_SIZE },
+	{ "LL_PTIMER", XB_F_TWTIMER_SIZE },   { "HL_PTIMER", XB_F_HLTIMER_SIZE },
+	{ "BIF_TIMER", XB_F_BIFTIMER_SIZE },  { "MONITOR", XB_F_MONDATAHEAP_SIZE },
+	{ "LINK", XB_F_ILINK_SIZE },
+};
+
+static int fix_index(const struct xb_vm *vm, const char *name)
+{
+	const char *l = vm->rel ? vm->rel->fix_types : NULL;
+	for (int i = 0; l && *l; i++) {
+		size_t n = strcspn(l, ",");
+		if (strlen(name) == n && strncmp(l, name, n) == 0)
+			return i;
+		l += n + (l[n] == ',');
+	}
+	return -1;
+}
+
+/* Every fix_alloc instance keeps one list per FIXED_SIZE type with its
+ * item size (erl_alloc_util.h ErtsAlcFixList_t.type_size): the sizes of
+ * those structs, whatever objects exist.  The PROC list's size is
+ * sizeof(Process), which the process table says too: the anchor that the
+ * lists were read right.  ErtsMessage is an ErtsMessageRef followed by
+ * its heap fragment (erl_message.h): hfrag at sizeof(ErtsMessageRef),
+ * sizeof(ErtsMessage) that plus sizeof(ErlHeapFragment). */
+void xb_layout_prove_fix_sizes(struct xb_vm *vm, int64_t *off, bool discover)
+{
+	struct xb_alloc_info *ai = calloc(1, sizeof(*ai));
+	if (!ai)
+		return;
+	int64_t saved[XB_F_COUNT];
+	swap_in(vm, saved, off);
+	int rc = xb_alloc_read(vm, ai, 0);
+	swap_out(vm, saved);
+	int kp = fix_index(vm, "PROC");
+	if (rc < 0 || !ai->fix_known || kp < 0 || kp >= ai->nfix ||
+	    (int64_t)ai->fix_type_size[kp] != off[XB_F_PROC_SIZE]) {
+		free(ai);
+		return; /* no anchor: the other proofs decide */
+	}
+	bool changed = false;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(fix_sizes); i++) {
+		enum xb_field f = fix_sizes[i].f;
+		int k = fix_index(vm, fix_sizes[i].type);
+		if (off[f] <= 0 || k < 0 || k >= ai->nfix || !ai->fix_type_size[k])
+			continue;
+		int64_t truth = (int64_t)ai->fix_type_size[k];
+		if (truth != off[f] && discover && !vm->lay.mutating) {
+			off[f] = truth;
+			vm->lay.f[f].src = XB_LSRC_DISCOVERED;
+			vm->lay.discovered++;
+			changed = true;
+		}
+		char why[96];
+		snprintf(why, sizeof(why), "the VM's %s fix list has items of %lld bytes", fix_sizes[i].type,
+			 (long long)truth);
+		enum xb_field one[1] = { f };
+		xb_layout_mark(vm, off, one, 1, truth == off[f], "the item size of its fix_alloc list", why);
+	}
+	/* the message from its reference part */
+	if (off[XB_F_MSGREF_SIZE] > 0 && off[XB_F_HFRAG_MEM] >= 0 && off[XB_F_MSG_HFRAG] >= 0 &&
+	    vm->lay.f[XB_F_MSGREF_SIZE].proof == XB_LP_PROVEN) {
+		int64_t hf = off[XB_F_MSGREF_SIZE], sz = hf + off[XB_F_HFRAG_MEM] + 8;
+		if ((off[XB_F_MSG_HFRAG] != hf || off[XB_F_MSG_SIZE] != sz) && discover && !vm->lay.mutating) {
+			if (off[XB_F_MSG_HFRAG] != hf)
+				vm->lay.f[XB_F_MSG_HFRAG].src = XB_LSRC_DISCOVERED;
+			if (off[XB_F_MSG_SIZE] != sz)
+				vm->lay.f[XB_F_MSG_SIZE].src = XB_LSRC_DISCOVERED;
+			vm->lay.discovered += (off[XB_F_MSG_HFRAG] != hf) + (off[XB_F_MSG_SIZE] != sz);
+			off[XB_F_MSG_HFRAG] = hf;
+			off[XB_F_MSG_SIZE] = sz;
+			changed = true;
+		}
+		static const enum xb_field mf[] = { XB_F_MSG_HFRAG, XB_F_MSG_SIZE };
+		xb_layout_mark(vm, off, mf, 2, off[XB_F_MSG_HFRAG] == hf && off[XB_F_MSG_SIZE] == sz,
+			       "ErtsMessage: its fragment after sizeof(ErtsMessageRef), its size that plus the fragment's",
+			       "sizeof(ErtsMessageRef) from the MSG_REF fix list");
+	}
+	/* ErtsRecvMarker begins with an ErtsSignal, a union the size of an
+	 * ErtsMessageRef (erl_message.h): it grows and shrinks with it */
+	if (off[XB_F_RECV_MARKER_SIZE] > 0 && vm->rel && vm->lay.f[XB_F_MSGREF_SIZE].proof == XB_LP_PROVEN) {
+		const int64_t *t = xb_release_flavor(vm->rel, vm->flavor)->off;
+		if (t[XB_F_RECV_MARKER_SIZE] > 0 && t[XB_F_MSGREF_SIZE] > 0) {
+			int64_t want = off[XB_F_MSGREF_SIZE] + (t[XB_F_RECV_MARKER_SIZE] - t[XB_F_MSGREF_SIZE]);
+			if (want != off[XB_F_RECV_MARKER_SIZE] && discover && !vm->lay.mutating) {
+				off[XB_F_RECV_MARKER_SIZE] = want;
+				vm->lay.f[XB_F_RECV_MARKER_SIZE].src = XB_LSRC_DISCOVERED;
+				vm->lay.discovered++;
+			}
+			static const enum xb_field rf[] = { XB_F_RECV_MARKER_SIZE };
+			xb_layout_mark(vm, off, rf, 1, want == off[XB_F_RECV_MARKER_SIZE],
+				       "an ErtsSignal (sizeof(ErtsMessageRef), from its fix list) and the marker's own fields",
+				       "not what sizeof(ErtsMessageRef) gives");
+		}
+	}
+	(void)changed;
+	free(ai);
+}

@@ -856,7 +856,7 @@ def check_sample_stats(err, what="erlang-sample -v"):
 
 
 # erlang-sample modes that sample and end with the -v statistics line
-NO_STATS_MODES = ("--check", "--help", "--version", "--symbolize", "--dump", "--live", "-h")
+NO_STATS_MODES = ("--check", "--help", "--version", "--symbolize", "--dump", "--live", "-h", "--write-layout")
 
 
 def _post_run_checks(name, argv, err, what=None, rc=None):
