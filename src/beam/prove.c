@@ -58,7 +58,7 @@ struct objset {
 struct deref {
 	uint64_t addr;
 	uint8_t ok;
-	uint8_t b[40];
+	uint8_t b[64];
 };
 
 struct pv {
@@ -1328,15 +1328,15 @@ static enum ev ev_gen_gcs(struct pv *pv, size_t i, const int64_t *off, int64_t a
 static int node_type(struct pv *pv, uint64_t n, const int64_t *off)
 {
 	int64_t ot = off[XB_F_MONDATA_ORIGIN_TYPE], of = off[XB_F_MONDATA_ORIGIN_FLAGS];
-	const uint8_t *b = deref(pv, n, 40);
+	const uint8_t *b = deref(pv, n, 64);
 	uint16_t w;
 	if (!b)
 		return -1;
-	if (ot >= 0 && ot + 2 <= 40) {
+	if (ot >= 0 && ot + 2 <= 64) {
 		memcpy(&w, b + ot, 2);
 		return w;
 	}
-	if (of >= 0 && of + 2 <= 40) {
+	if (of >= 0 && of + 2 <= 64) {
 		memcpy(&w, b + of, 2);
 		return w & 0x1f;
 	}
