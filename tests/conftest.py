@@ -11,8 +11,8 @@ Options (besides pytest's own; pytest-timeout's --timeout, pytest-xdist's -n):
                          with build-asan/ (ids end in -asan, marker sanitizer)
     --asan-all           with --asan: every test once more
     --capture-path P     erlang-sample's capture path (bpf|perf) where a test
-                         names none; --asan-capture P: the same for the
-                         sanitizer pass only
+                         names none; --asan-capture P: the sanitizer pass's,
+                         if not that one
     --table              a pass/fail/skip table per target at the end
     --results FILE       the counts and failures as JSON (run-all.sh)
 
@@ -346,7 +346,7 @@ def _sanitizer_env(item, xb):
     written into its own directory."""
     if item.get_closest_marker("sanitizer"):
         os.environ["XB_BUILD_DIR"] = os.path.join(xbtest.ROOT, "build-asan")
-        cap = xb.asan_capture
+        cap = xb.asan_capture or xb.capture
     else:
         cap = xb.capture
     if cap:
