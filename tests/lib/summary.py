@@ -11,7 +11,8 @@
 --pytest: a pytest run with --results RESULTS.json ended with STATUS; its
     counts add up; an exit other than 0 (all passed), 1 (some failed) or 5
     (nothing selected: a phase -k or -m left empty) without a recorded
-    refusal counts as one failure.
+    refusal counts as one failure, and so do pytest runs that all selected
+    nothing.
 --failure: one more failure (run-all.sh: the mutation check).
 --time-limit: a run longer than SECONDS since EPOCH is one more failure.
 
@@ -95,6 +96,9 @@ def main():
         meson(d, st, counts, failures)
     for p, st in a.pytest:
         pytest_results(p, st, counts, failures)
+    if a.pytest and all(str(st) == "5" for _, st in a.pytest):
+        counts["failed"] += 1
+        failures.append("pytest: no test selected (by the suite, -k or -m): that is a failure")
     for text in a.failure:
         counts["failed"] += 1
         failures.append(text)
