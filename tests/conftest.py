@@ -118,7 +118,7 @@ def pytest_addoption(parser):
     g.addoption("--capture-path", choices=["bpf", "perf"],
                 help="erlang-sample's capture path where a test names none (EXTROSPECT_CAPTURE)")
     g.addoption("--asan-capture", choices=["bpf", "perf"],
-                help="the same for the sanitizer pass only (run-all.sh: perf)")
+                help="the sanitizer twins' capture path (default: --capture-path; run-all.sh: perf)")
     g.addoption("--table", action="store_true", help="results per target at the end")
     g.addoption("--results", metavar="FILE", help="write the counts and failures to FILE (JSON)")
 
