@@ -25,8 +25,9 @@ argument (its sanitizer twin is `NAME[asan]`).
 
 Tiers (markers given to each item, for -m): offline (no target), live (a
 target), matrix (a target only the matrix suite has), saturated (marked
-alone: run with nothing beside it; run-all.sh runs -m saturated first, then
--m "not saturated" on two workers), sanitizer (the build-asan/ twin).
+alone: run with nothing beside it, so it fails under -n 2; run-all.sh runs
+-m saturated first, then -m "not saturated" on two workers), sanitizer (the
+build-asan/ twin).
 
 Every test: its own directory (xbtest.tmpdir()), sanitizer reports written
 into it (ASAN_OPTIONS/UBSAN_OPTIONS log_path), the background tools' stderr
@@ -392,6 +393,10 @@ def _xb_test(request):
     watchdog.start()
     try:
         _sanitizer_env(item, xb)
+        if item.get_closest_marker("saturated") and \
+                getattr(request.config, "workerinput", {}).get("workercount", 1) > 1:
+            pytest.fail("a saturated test runs with nothing beside it: run it without -n "
+                        "(run-all.sh: -m saturated first, alone)", pytrace=False)
         unrunnable = item.get_closest_marker("xb_unrunnable")
         if unrunnable:
             if xb.strict:
