@@ -37,7 +37,7 @@ Exit status: 0 when every run worked (whatever the figures), 1 when a tool
 failed or a run printed no statistics.
 
 Usage: python3 bench/drain_bench.py [--rounds N] [--seconds S] [--hogs N]
-       [--seed S] [--vm NAME]...   (VM names as tests/run.py --vm; default
+       [--seed S] [--vm NAME]...   (VM names as pytest --vm; default
        stock, and otp25-emu-dwarf when tests/build-vms.sh built it)
 """
 import argparse

@@ -7,8 +7,9 @@
 # check passes only if
 #   - the unbroken copy builds and passes every subset (else a failing subset
 #     would "catch" anything), and
-#   - every mutation makes its subset fail (run.py exit status non-zero with
-#     a FAIL line, or the build refuse the change).
+#   - every mutation makes its subset fail (pytest's exit status non-zero
+#     with a failed test or the conftest's refusal of a stale build, or the
+#     build refuse the change).
 # Mutations (applied with sed to stable anchors of the C sources; the files
 # are found by grepping src/, so a file moving does not matter.  A pattern
 # that no longer matches exactly the expected number of lines stops the
@@ -63,14 +64,16 @@ git ls-files -z -c -o --exclude-standard | tar --null -T - -cf - | tar -xf - -C 
 say() { echo "mutation-check: $*"; }
 die() { echo "mutation-check: $*" >&2; exit 1; }
 
-# Subsets: run.py arguments, fast, each sensitive to its mutation.
+# Subsets: pytest arguments (into the array subset_args), fast, each
+# sensitive to its mutation.  Returns 1 for an unknown mutation.
 subset() {
     case $1 in
-        compile-error)   echo "--vm stock -k test_bad_input" ;;
-        no-samples)      echo "--vm stock -k test_known_split -k test_interrupt_prints_results" ;;
-        neighbour)       echo "--vm stock -k test_deep_pstack -k test_pstack_frames_at_their_addresses" ;;
-        exit0-bad-input) echo "--vm stock -k test_bad_input -k test_badinput.test_perfmap_non_numeric_pid" ;;
-        exit0-heapsample) echo "--vm stock -k test_heapsample.test_bad_input" ;;
+        compile-error)   subset_args=(--vm stock -k test_bad_input) ;;
+        no-samples)      subset_args=(--vm stock -k "test_known_split or test_interrupt_prints_results") ;;
+        neighbour)       subset_args=(--vm stock -k "test_deep_pstack or test_pstack_frames_at_their_addresses") ;;
+        exit0-bad-input) subset_args=(--vm stock -k "test_bad_input or test_perfmap_non_numeric_pid") ;;
+        exit0-heapsample) subset_args=(--vm stock tests/acceptance/test_heapsample.py -k test_bad_input) ;;
+        *) return 1 ;;
     esac
 }
 
@@ -130,10 +133,9 @@ mutate() {
     esac
 }
 
-run_subset() {  # NAME: run.py's exit status; output in $scratch/NAME.log
-    local args
-    read -r -a args <<<"$(subset "$1")"
-    (cd "$tree" && timeout 900 /usr/bin/python3 tests/run.py --strict --no-unit "${args[@]}") \
+run_subset() {  # NAME: pytest's exit status; output in $scratch/NAME.log
+    subset "$1"
+    (cd "$tree" && timeout 900 /usr/bin/python3 -m pytest -v --strict-suite "${subset_args[@]}") \
         >"$scratch/$1.log" 2>&1
 }
 
@@ -172,17 +174,17 @@ restore_src() {
 
 # Baseline: every subset passes unbroken.
 for m in "${want[@]}"; do
-    [[ -n $(subset "$m") ]] || die "unknown mutation $m (known: ${all[*]})"
+    subset "$m" || die "unknown mutation $m (known: ${all[*]})"
     # One second run when the first fails: the suite proper runs these
     # tests too and reports each failure there; here a failure only says
     # the subset cannot witness its mutation, and one flake of a
     # statistical test must not count twice.  Both failing is fatal.
     if ! run_subset "$m"; then
-        first=$(grep -m 1 '^FAIL ' "$scratch/$m.log" || tail -n 1 "$scratch/$m.log")
+        first=$(grep -m 1 -E '^(FAILED|ERROR) ' "$scratch/$m.log" || tail -n 1 "$scratch/$m.log")
         say "baseline: the subset for $m failed once (${first:0:300}): running it again"
         if ! run_subset "$m"; then
             tail -n 30 "$scratch/$m.log" >&2
-            die "baseline: the subset for '$m' ($(subset "$m")) FAILS twice on the unbroken tool: it cannot show that the mutation is caught"
+            die "baseline: the subset for '$m' (${subset_args[*]}) FAILS twice on the unbroken tool: it cannot show that the mutation is caught"
         fi
     fi
     say "baseline: subset for $m passes ($(tail -n 1 "$scratch/$m.log"))"
@@ -209,11 +211,11 @@ for m in "${want[@]}"; do
     rc=0
     run_subset "$m" || rc=$?
     summary=$(tail -n 1 "$scratch/$m.log")
-    if [[ $rc -ne 0 ]] && grep -qE '^(FAIL |run\.py: )' "$scratch/$m.log"; then
-        first=$(grep -m1 -E '^(FAIL |run\.py: )' "$scratch/$m.log")
-        say "caught: $m (build $built; run.py exit $rc: $summary) -- ${first:0:200}"
+    if [[ $rc -ne 0 ]] && grep -qE '^(FAILED |ERROR |.*conftest: )' "$scratch/$m.log"; then
+        first=$(grep -m1 -E '^(FAILED |ERROR |.*conftest: )' "$scratch/$m.log")
+        say "caught: $m (build $built; pytest exit $rc: $summary) -- ${first:0:200}"
     else
-        say "NOT CAUGHT: $m: run.py exit $rc ($summary); log:"
+        say "NOT CAUGHT: $m: pytest exit $rc ($summary); log:"
         sed 's/^/    /' "$scratch/$m.log" | tail -n 40
         failed=1
     fi

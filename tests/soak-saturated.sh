@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # tests/soak-saturated.sh - the default suite, N times in a row, on a machine
-# saturated by busy loops outside the VMs (issue 15's acceptance: it must
-# pass 5 times in a row so).
+# saturated by busy loops outside the VMs (the suite must pass 5 times in a
+# row so).
 #
-#   tests/soak-saturated.sh [-n RUNS] [-l LOOPS_PER_CORE] [-- RUN.PY ARGS...]
+#   tests/soak-saturated.sh [-n RUNS] [-l LOOPS_PER_CORE] [-- RUN-ALL ARGS...]
 #
 # Starts LOOPS_PER_CORE (default 2) busy loops per online CPU (plain shell
 # loops at normal priority, so they compete with the VMs and the tools on
-# equal terms), then runs `python3 tests/run.py --strict --suite default
-# --jobs 2 --asan --asan-jobs 2` (run-all.sh's arguments; or the run.py arguments
-# given after --) RUNS times (default 5),
-# printing each run's summary line and duration, and each run's FAIL lines.
-# Logs: tests/out/soak-RUN.log.  The busy loops are killed at the end (by
-# the PIDs this script started).  Needs ./build.sh and XB_SANITIZE=1
-# ./build.sh done and the VMs built (tests/run-all.sh does all of it).
+# equal terms), then runs `XB_NO_MUTATION=1 tests/run-all.sh` (with the
+# arguments given after --) RUNS times (default 5), printing each run's
+# summary line and duration, and each run's failures.  Logs:
+# tests/out/soak-RUN.log.  The busy loops are killed at the end (by the PIDs
+# this script started).  Run tests/run-all.sh once before: its installs,
+# builds and VMs are then no-ops in each run here.
 #
 # Exit status 0 iff every run passed.  5 runs of the default suite take
 # well over an hour on a saturated 2-core machine.
@@ -27,11 +26,10 @@ while [[ $# -gt 0 ]]; do
         -n) runs=$2; shift 2 ;;
         -l) per_core=$2; shift 2 ;;
         --) shift; break ;;
-        *) echo "usage: $0 [-n RUNS] [-l LOOPS_PER_CORE] [-- RUN.PY ARGS...]" >&2; exit 2 ;;
+        *) echo "usage: $0 [-n RUNS] [-l LOOPS_PER_CORE] [-- RUN-ALL ARGS...]" >&2; exit 2 ;;
     esac
 done
 args=("$@")
-[[ ${#args[@]} -gt 0 ]] || args=(--strict --suite default --jobs 2 --asan --asan-jobs 2 --asan-capture perf)
 
 cores=$(nproc)
 loops=()
@@ -47,7 +45,7 @@ for ((i = 0; i < cores * per_core; i++)); do
     bash -c 'while :; do :; done' &
     loops+=($!)
 done
-echo "soak: ${#loops[@]} busy loops on $cores CPUs (pids ${loops[*]}); $runs runs of run.py ${args[*]}"
+echo "soak: ${#loops[@]} busy loops on $cores CPUs (pids ${loops[*]}); $runs runs of run-all.sh ${args[*]}"
 
 mkdir -p tests/out
 passed=0
@@ -56,8 +54,8 @@ for ((r = 1; r <= runs; r++)); do
     t0=$(date +%s)
     # In the background and waited for, so that a signal to this script
     # is handled at once (bash runs traps only between foreground
-    # commands) and the runner, its sanitizer shards and their VMs go with it.
-    setsid /usr/bin/python3 tests/run.py "${args[@]}" >"$log" 2>&1 &
+    # commands) and the runner, its pytest workers and their VMs go with it.
+    XB_NO_MUTATION=1 setsid tests/run-all.sh "${args[@]}" >"$log" 2>&1 &
     runner=$!
     wait "$runner"
     rc=$?
@@ -66,7 +64,7 @@ for ((r = 1; r <= runs; r++)); do
     summary=$(tail -n 1 "$log")
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "soak: run $r/$runs: exit $rc in ${took}s (load $load): $summary"
-    grep -E '^FAIL ' "$log" | sed 's/^/    /'
+    sed -n '/^failed ([0-9]*):$/,$p' "$log" | sed '1d;$d' | sed 's/^/  /'
     [[ $rc -eq 0 ]] && passed=$((passed + 1))
 done
 echo "soak: $passed of $runs runs passed"

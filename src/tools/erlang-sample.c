@@ -608,7 +608,7 @@ static void session_options(enum xb_by by)
 		o.s.drain_ms = 1;
 	o.s.keep_old_maps = o.pstack || o.dump; /* its captured frames live until it prints */
 	/* The test suite's knob: the default capture path of a whole pass
-	 * (tests/run.py --capture); ignored with file capabilities. */
+	 * (pytest --capture-path, --asan-capture); ignored with file capabilities. */
 	const char *env_capture = secure_getenv("EXTROSPECT_CAPTURE");
 	if (!o.capture_given && env_capture && (!strcmp(env_capture, "perf") || !strcmp(env_capture, "bpf")))
 		o.capture = env_capture;

@@ -1,9 +1,9 @@
 """Bad input must fail cleanly: non-zero exit, exactly one non-empty line on
 stderr, no crash (signal, abort), no assertion or sanitizer report.
 
-Section "erlang-write-perf-map" (issue 2, c).  Other tools' cases can reuse
+Section "erlang-write-perf-map": bad input.  Other tools' cases can reuse
 expect_clean_failure().  Section "privileges": the message names the
-capability that is missing (issue 15).
+capability that is missing.
 """
 
 import os
@@ -207,8 +207,8 @@ def test_privilege_messages_name_the_missing_capability():
 @asan("write errors of every tool and mode")
 def test_write_errors_every_tool(target):
     """Standard output on a full disk (/dev/full), every tool and mode that
-    writes there: exit 1 and one line saying the write failed (issue 11:
-    "write errors exit non-zero"; erlang-sample's profile formats have
+    writes there: exit 1 and one line saying the write failed ("write
+    errors exit non-zero"; erlang-sample's profile formats have
     their own test in test_outputs)."""
     runs = [(SAMPLE, ["--pstack"]), (SAMPLE, ["--check"]), (SAMPLE, ["--dump"]),
             (SAMPLE, ["-d", "1", "--format", "folded"]), (SAMPLE, ["-d", "1", "--schedulers"]),

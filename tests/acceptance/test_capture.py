@@ -1,4 +1,4 @@
-"""Right answers on a saturated box (issue 16): no sample lost to skid,
+"""Right answers on a saturated box: no sample lost to skid,
 native work under Erlang never under-counted, on both capture paths.
 
 The saturation tests start CPU hogs outside the VM (2 per core) while the VM
@@ -141,8 +141,8 @@ def test_saturated_box(target):
     needing a live read, the 75/25 split within +-3 points (of the split
     xb_split's own CPU clock over the same windows: SplitClock), and the
     large-term sender's copying share within 2 points of the same VM's
-    share without the hogs, both within the sender's samples (issue 16's
-    measure, ~98 %) and of all samples (~48 %, which a lost copy sample
+    share without the hogs, both within the sender's samples (the
+    first measure, ~98 %) and of all samples (~48 %, which a lost copy sample
     moves: measured 47.9-49.6 % busy against 48.3-49.5 % idle, stock,
     the interpreter, OTP 29 and its stripped copy).  The sender's mix itself wanders from one
     window to the next (with the sink's queue in the thousands, +-4 points
@@ -214,7 +214,7 @@ def test_saturated_box(target):
             # Both paths read each sample's process at its moment (the
             # perf path: a reader on the sampled CPU, which a saturated
             # machine does not delay, being real-time).
-            # (issue 16: >= 99 % with BPF capture; every sample in every
+            # (the promise: >= 99 % with BPF capture; every sample in every
             # run so far, saturated and matrix alike)
             check(tot["no_live_read"] >= (0.99 if cap == "bpf" else 0.98) * proc and tot["partial"] <= 0.02 * proc,
                   "%s: %d of %d samples needed a live read, %d have their callers unknown, on a saturated "
@@ -234,7 +234,7 @@ def test_saturated_box(target):
             if abs(cs_busy - cs_idle) > 2 or abs(ca_busy - ca_idle) > 2:
                 # The mix still wanders now and then (CI saw a 2.1-point
                 # gap once): measured again, once; a tool that under-counts
-                # copying under load does so both times (issue 16: by 5x).
+                # copying under load does so both times (once by 5x).
                 idle2, busy2, _, _, _, _ = windows(cap, "again")
                 cs_idle, _ = copy_share(idle2)
                 cs_busy, _ = copy_share(busy2)
@@ -453,7 +453,7 @@ def test_blame_on_a_broker_accounts_for_every_match(target):
     """--blame on the broker, each capture path: the rows add up to every
     matching sample (those whose Erlang caller cannot be named get a row
     of their own, e.g. "[no Erlang code above]": a GC the scheduler runs
-    for a process it is about to run), and few need it: issue 16 saw 706
+    for a process it is about to run), and few need it: one run saw 706
     of 817 erts_garbage_collect samples with no Erlang code above on the
     perf path, a seventh of the data described by the percentages."""
     with VM(target, schedulers=2) as vm:
@@ -717,7 +717,7 @@ def test_broker_next_to_perf(target):
                 ours = our_leaf_shares(table(r.out), proc)
                 n, theirs = perf_leaf_shares(perf, data, vm.pid, target.jit)
                 # The broker copies enough for 1.5 points to tell an
-                # under-count (issue 16's broker: copy_struct_x 0.32 % against
+                # under-count (a broker once gave copy_struct_x 0.32 % against
                 # perf's 1.64 %, inside 1.5 points): perf sees 13-15 % and
                 # 9-10 % here; a workload that copied less would make the
                 # comparison weak, so it fails instead.

@@ -1,4 +1,4 @@
-"""erlang-sample --check and release selection (issue 4).
+"""erlang-sample --check and release selection.
 
 - --check passes on every VM (every cell of the matrix);
 - it fails, with FAIL lines naming what it saw, when a wrong release table

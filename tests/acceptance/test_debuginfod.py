@@ -1,4 +1,4 @@
-"""Names on stripped distribution builds through debuginfod (issue 14).
+"""Names on stripped distribution builds through debuginfod.
 
 OTP 29's stripped beam.smp names none of its internal functions, so
 `--blame copy_struct` cannot work there.  With DEBUGINFOD_URLS set (the

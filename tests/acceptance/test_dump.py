@@ -1,4 +1,4 @@
-"""erlang-sample --dump (issue 14): the Erlang stack of every process,
+"""erlang-sample --dump: the Erlang stack of every process,
 running or not, with pid, registered name, status, current function and
 message queue length; where a stuck gen_server waits."""
 
@@ -58,7 +58,7 @@ def test_dump_finds_the_waiting_server(target):
         r, took = dump(vm, "--format", "json")
         doc = json.loads(r.out)
         check(isinstance(doc, list), "--dump --format json is not an array", r.out[:300])
-        # issue 14: all listed within 2 s (the tool's start included)
+        # the promise: all listed within 2 s (the tool's start included)
         check(took < 2.0 * time_scale(), "--dump took %.2f s for %d processes (limit %.0f s)"
               % (took, n_vm, 2.0 * time_scale()))
         # all: the count moves only by the few processes the test's own
@@ -285,8 +285,8 @@ def test_dump_rereads_then_marks_changing_stacks(target):
 @per_vm()
 @timeout(180)
 def test_dump_suspended_and_exiting(target):
-    """The statuses suspended and exiting (issue 14: running, runnable,
-    waiting, suspended, exiting).  A process suspended by
+    """The statuses suspended and exiting (of the five the README
+    lists: running, runnable, waiting, suspended, exiting).  A process suspended by
     erlang:suspend_process/1 while waiting in idle/0: suspended, with its
     stack.  A process exiting: it owns an ETS table of 200,000 rows, whose
     deletion its exit does a slice at a time, and a busy process of high

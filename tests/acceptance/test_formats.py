@@ -1,4 +1,4 @@
-"""Output formats (issue 10): flame graph, speedscope and pprof, each checked
+"""Output formats: flame graph, speedscope and pprof, each checked
 by its real consumer.  No VM: build/tests/tools/xb-format-writer writes the
 synthetic profile of tests/tools/synth_profile.c (TRUTH below mirrors it) in
 any format.
@@ -151,7 +151,7 @@ def test_table_and_folded_match_truth():
     folded = open(write("folded"), "rb").read()
     check(b";".join(text_name(f) for f in CHAIN) + b" 4000\n" in folded,
           "folded: the chain line is missing", folded[:500].decode("utf-8", "replace"))
-    # Names from the VM reach neither file raw (issue 10: "folded's ; and
+    # Names from the VM reach neither file raw (the promise: "folded's ; and
     # newline"; no control characters, valid UTF-8): the weird names as
     # each output escapes them, and nothing else below 0x20 but line ends.
     prefix = b";".join(text_name(f) for f in [INIT, b"app:a/1"]) + b";"
@@ -190,8 +190,8 @@ _VALIDATOR = []
 
 def load_speedscope(path):
     """The speedscope document at PATH, checked: valid UTF-8, no raw
-    control characters, and valid against speedscope's schema (issue 10:
-    every speedscope file the suite writes; each reader goes through
+    control characters, and valid against speedscope's schema (every
+    speedscope file the suite writes; each reader goes through
     here)."""
     raw = open(path, "rb").read()
     text = raw.decode("utf-8")  # strict: the file must be valid UTF-8
@@ -777,7 +777,7 @@ def test_write_errors_are_errors():
 
 
 # ---------------------------------------------------------------------------
-# generated release tables (issue 10: "generated release tables written with
+# generated release tables ("generated release tables written with
 # designated indices ([XB_F_PROC_SIZE] = 776), not positional")
 
 RELEASES = os.path.join(ROOT, "src", "beam", "releases")

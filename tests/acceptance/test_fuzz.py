@@ -1,4 +1,4 @@
-"""libFuzzer targets for every decoder of remote or file data (issue 11):
+"""libFuzzer targets for every decoder of remote or file data:
 the JIT symfile parser, perf and BPF sample records, term and atom text,
 the DWARF layout reader, perf map escaping, the text parsers (perf maps,
 /proc/PID/maps, perf script), and erlang-heapsample's readers of the VM's

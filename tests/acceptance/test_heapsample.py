@@ -1,4 +1,4 @@
-"""erlang-heapsample acceptance tests (issue 12), against real VMs.
+"""erlang-heapsample acceptance tests, against real VMs.
 
 The ground truth is the VM's own, taken by the VM while the workload holds
 still: process_info/2, erlang:memory/0 and erlang:system_info({allocator,
@@ -192,7 +192,7 @@ def processes_truth(vm):
 
 
 def check_processes_totals(vm, what):
-    """Issue 12: the sum of the rows (process_info(P, memory) each)
+    """The README's totals: the sum of the rows (process_info(P, memory) each)
     against erlang:memory(processes), like with like: the VM's figure less
     what no process owns, each part of which is checked against the VM's
     own account of it.  The VM is read before and after the tool; a pair
@@ -683,7 +683,7 @@ def test_contents_read_again_when_the_heap_moved(target):
 @per_vm()
 @timeout(180)
 def test_contents_other_kinds(target):
-    """--contents names the other kinds of terms issue 12 lists, each with
+    """--contents names the other kinds of terms the README lists, each with
     the words it takes on the heap within 5 % of what the VM measures
     (erts_debug:size/1): a process holding as many bignums, floats, funs
     (closures), references and off-heap binaries, and the list holding

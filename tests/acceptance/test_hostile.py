@@ -1,4 +1,4 @@
-"""Safe to point at any process as root (issue 11): hostile targets.
+"""Safe to point at any process as root: hostile targets.
 
 The target controls its memory, its command line and its files.  Small
 programs named beam.smp (tests/fixtures/fakebeam.c, built here) play the
@@ -48,8 +48,8 @@ CRASH = ("Assertion", "Sanitizer", "runtime error", "Segmentation", "core dumped
 SYNTH_FRAMES = {"fake:spin/0", "fake:f1/1", "fake:f2/2"}
 # A sanitizer build (XB_BUILD_DIR=build-asan) is slower and bigger: the
 # bounds stretch (time_scale()), the rules do not.  Asked at each use, not
-# at import: run.py imports the tests before its sanitizer pass sets
-# XB_BUILD_DIR (CI: 330 MB against an unscaled 200 MB bound under ASan).
+# at import: pytest imports the tests before the conftest sets a
+# sanitizer twin's XB_BUILD_DIR (CI: 330 MB against an unscaled 200 MB bound under ASan).
 
 
 # ---------------------------------------------------------------------------
@@ -819,7 +819,7 @@ def signal_and_wait(p, sig, what):
 def test_sigint_within_100ms():
     """^C and SIGTERM (alternately) end the tool within 100 ms while it
     reads a huge code table, while it samples, while it walks a 64 GiB
-    stack, and ("anywhere", issue 11) during --check and during discovery
+    stack, and ("anywhere", the promise says) during --check and during discovery
     of a stripped VM's tables (the fixture's worst case: about 2 s of
     candidates, so the signal lands in it), in erlang-heapsample too;
     interrupted before sampling, with one line."""
@@ -978,7 +978,7 @@ def test_signal_after_the_failure_is_said():
 
 def test_heapsample_changing_processes_skipped_and_counted():
     """erlang-heapsample never prints a process that changed under its
-    reads as fact (issue 12): fakebeam 'changing' has <0.5.0> as it is,
+    reads as fact: fakebeam 'changing' has <0.5.0> as it is,
     <0.6.0> caught in a garbage collection for good (ERTS_PSFLG_GC: read
     again after waiting, then skipped), and <0.7.0> whose heap a thread
     moves between two blocks of 64 words all the time.  In every run
@@ -1500,7 +1500,7 @@ def add_zlib_bomb(src, dst, inflated=3 << 29):
 @asan("a beam whose compressed debug section would inflate past the limit")
 @timeout(240)
 def test_compressed_debug_section_bomb(target):
-    """Issue 11: the target's own files are untrusted, its DWARF included.
+    """The target's own files are untrusted, its DWARF included.
     A copy of the VM whose beam.smp carries a .debug_info section of a few
     MB that inflates to 1.5 GiB (SHF_COMPRESSED: libdw inflates it in
     memory, to the size its header gives, when it reads the DWARF): each
@@ -1529,7 +1529,7 @@ def test_compressed_debug_section_bomb(target):
 @asan("DWARF offsets from the target's binary validated before use")
 @timeout(180)
 def test_implausible_dwarf_offset_not_used(target):
-    """Issue 11: offsets from the target's DWARF are validated before use
+    """Offsets from the target's DWARF are validated before use
     (they used to override the release table unchecked).  A copy of the
     DWARF build whose .debug_info puts process.i at 65528, past the end of
     struct process (776 bytes), in every compilation unit
@@ -1579,7 +1579,7 @@ def test_implausible_dwarf_offset_not_used(target):
 @asan("DWARF struct sizes from the target's binary validated before use")
 @timeout(180)
 def test_implausible_dwarf_process_size_not_used(target):
-    """Issue 11: the size of struct process from the target's DWARF is
+    """The size of struct process from the target's DWARF is
     held to what a process struct can be (16 KiB; 776 bytes in OTP 25):
     the tools read processes 256 at a time, and a DWARF that said 1 MiB
     had them allocate and read 512 MiB a batch.  A copy of the DWARF build
@@ -1621,7 +1621,7 @@ def test_control_characters_from_the_vm_never_printed(target):
     characters in a module's name, not in a function's).  No output of any tool --
     the table, --by process, folded, --pstack, --dump as text and JSON,
     the perf map, erlang-heapsample's table, CSV and JSON, --contents,
-    and every stderr -- holds a raw control character (issue 10: "a name
+    and every stderr -- holds a raw control character ("a name
     read from the VM never reaches a terminal or a file with control
     characters in it"), and each shows the process (its names escaped,
     not dropped)."""

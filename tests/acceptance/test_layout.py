@@ -1,4 +1,4 @@
-"""The source layout follows the pipeline (issue 10: "the sample flows one
+"""The source layout follows the pipeline ("the sample flows one
 way", "no dependency circles"): a directory of src/ includes only the
 headers of directories before it in
 
@@ -68,8 +68,8 @@ def test_layers_point_one_way():
 
 
 def test_no_call_cycles_between_files():
-    """No dependency circles between files either (issue 10 named one
-    inside a directory: attach/discover.c and attach/vm.c calling each
+    """No dependency circles between files either (one was
+    found inside a directory: attach/discover.c and attach/vm.c calling each
     other): from the built objects' symbol tables (nm), file A depends on
     file B when A uses a function or object B defines; the graph of src/'s
     files has no cycle (strongly connected components of one file only)."""

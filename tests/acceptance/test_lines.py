@@ -1,4 +1,4 @@
-"""erlang-sample --lines (issue 14): source file and line on Erlang frames.
+"""erlang-sample --lines: source file and line on Erlang frames.
 
 The expected lines are computed from the workload's source: every caller
 frame must name the line of its call (not its function's head), the

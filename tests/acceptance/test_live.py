@@ -1,4 +1,4 @@
-"""--live (a top view in the terminal) and the progress line (issue 14).
+"""--live (a top view in the terminal) and the progress line.
 
 --live runs in a real terminal: tmux, 80x24; the screen must show the
 workload's hot function and refresh; 'q' exits 0, ^C exits and so does
@@ -217,7 +217,7 @@ def test_live_by_process(target):
 @timeout(120)
 @asan("--live --blame: the live view's blame rows")
 def test_live_blame(target):
-    """--live --blame erts_garbage_collect in tmux (issue 14: "--by
+    """--live --blame erts_garbage_collect in tmux ("--by
     process/--blame FN views where those options exist"): the screen says
     what it blames and how many samples had it, the count grows, the top
     row is the allocating process's function xb_gc:alloc_loop/1 (as
@@ -270,7 +270,7 @@ def test_live_blame(target):
 @per_vm(only=["stock"])
 @timeout(120)
 def test_live_window_and_interval(target):
-    """--live-window and --live-interval do what they say (issue 14: "the
+    """--live-window and --live-interval do what they say ("the
     hottest functions over the last N seconds and since start", "refreshes
     every second (--live-interval)"): with --live-interval 3 the elapsed
     time on the first row moves in steps of about 3 s (1 s by default);

@@ -1,4 +1,4 @@
-"""Man pages (issue 14): every tool (an `erlang-*` executable in meson.build)
+"""Man pages: every tool (an `erlang-*` executable in meson.build)
 has man/TOOL.1; every option its --help lists is described there (an
 option of a .TP paragraph), and the man page describes no option --help
 does not list.  `meson install` installs the pages with the binaries."""

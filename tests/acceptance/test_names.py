@@ -1,4 +1,4 @@
-"""Elixir names (issue 14): an Elixir workload's functions print as
+"""Elixir names: an Elixir workload's functions print as
 Demo.Hot.spin/1 in the table, folded stacks and --pstack; --blame accepts
 both spellings; --erlang-names prints the raw atoms.
 

@@ -1,4 +1,4 @@
-"""No pause, proven (issue 11).  gdb -p and py-spy dump stop the process
+"""No pause, proven.  gdb -p and py-spy dump stop the process
 they look at; our tools must not.
 
 Two witnesses, in windows of the same run (3 rounds of: a baseline window

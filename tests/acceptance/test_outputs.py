@@ -1,4 +1,4 @@
-"""erlang-sample's outputs against real VMs (issue 10): every format of the
+"""erlang-sample's outputs against real VMs: every format of the
 same workload tells the same story, read by its real consumer (speedscope's
 schema, go tool pprof, headless Chromium); --blame in stack formats; bad
 output paths and formats fail cleanly and leave nothing behind.
@@ -257,7 +257,7 @@ def test_truncated_root_and_format_by_extension(target):
 @per_vm(only=["stock", "otp25-emu-dwarf"])
 @timeout(120)
 def test_truncated_native_root_in_every_format(target):
-    """The native side of the depth limit (issue 10: "a stack cut at
+    """The native side of the depth limit ("a stack cut at
     --max-callchain-depth says so in every format"): with
     --max-callchain-depth 2, samples in the garbage collector (called from
     Erlang code through more than two C frames) are cut before any Erlang
@@ -405,7 +405,7 @@ def test_real_flamegraph_in_chromium(target):
 def test_pprof_and_table_agree(target):
     """go tool pprof -top reads erlang-sample's profile and finds the same
     top functions and shares as the table of the same workload; -raw shows
-    the Erlang functions' source file (issue 10: "filename: the module's
+    the Erlang functions' source file ("filename: the module's
     source file where known")."""
     with VM(target, schedulers=2) as vm:
         vm.eval("xb_split:start(75)")

@@ -1,6 +1,6 @@
-"""The Debian package (issue 14), in the `package` suite:
+"""The Debian package, in the `package` suite:
 
-    python3 tests/run.py --suite package      (or tests/run-all.sh --suite package)
+    pytest --suite package      (or tests/run-all.sh --suite package)
 
 scripts/build-deb.sh builds dist/extrospect-beam_VERSION_ARCH.deb; the test
 installs it with `apt-get install ./extrospect-beam_*.deb` into a clean

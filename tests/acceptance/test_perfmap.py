@@ -1,4 +1,4 @@
-"""erlang-write-perf-map acceptance tests (issue 2).
+"""erlang-write-perf-map acceptance tests.
 
 a. JIT: --no-fold reproduces the VM's own +JPperf map; the default (folded)
    output equals the VM's map with each X-CodeInfoPrologue folded into X.

@@ -1,4 +1,4 @@
-"""README promises that had no test (issue 15), one test each; see the
+"""README promises that had no test, one test each; see the
 promise -> test table in tests/README.md.
 
 Each test states the README sentence it checks, checks it against ground
@@ -499,7 +499,7 @@ def test_privileges_say_which_is_missing(target):
     tool says which is missing -- in every mode, --check included.
     As user nobody without capabilities: the one line names CAP_SYS_PTRACE.
     With a capability (ambient here, as file capabilities give it), root's
-    VM is another user's process, which the tools refuse (issue 11:
+    VM is another user's process, which the tools refuse (the rule:
     capabilities reach only the invoking user's processes; README "Safe to
     point at any process"): one line saying so, in every mode."""
     need("setpriv", "util-linux")

@@ -1,4 +1,4 @@
-"""erlang-sample acceptance tests (issue 3), against real VMs.
+"""erlang-sample acceptance tests, against real VMs.
 
 Every test also checks that each Erlang frame printed names a function
 loaded in the VM (no garbage frames).
@@ -877,7 +877,7 @@ def test_skid_summary(target):
         check(c and c.group(1) == "perf" and int(c.group(2)) == st["no live read"],
               "the capture line does not say the perf path, or its no-live-read count is not -v's %d"
               % st["no live read"], r.out + r.err)
-        # Per capture path (issue 16): BPF, and the perf path reading at the
+        # Per capture path: BPF, and the perf path reading at the
         # moment of the sample, read nothing live: their summary says so
         # (>= 99 % without a live read, nothing discarded).  The few the
         # capture could not copy (a page not resident: counted as faults)

@@ -1,4 +1,4 @@
-"""Thousands of threads, thread churn and long runs (issue 11).
+"""Thousands of threads, thread churn and long runs.
 
 - A VM with >= 1,200 threads (200 schedulers, 1,024 dirty I/O schedulers)
   sampled under a soft fd limit of 1024: the tool raises it to the hard
@@ -252,7 +252,7 @@ def test_thread_churn():
 @timeout(150)
 @no_asan("ASan's quarantine grows RSS by design; memory safety is checked elsewhere")
 def test_memory_flat_per_sample(target):
-    """Nothing grows per sample (issue 11: the skid array grew 8 bytes per
+    """Nothing grows per sample (once the skid array grew 8 bytes per
     sample, ~0.5 GB/hour on a big VM): 25 s at 4 kHz on the interpreter,
     where every sample reads live and records its skid, perf path; the
     tool's RSS from 5 s on grows by less than 256 KB while at least 40,000

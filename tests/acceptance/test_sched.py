@@ -1,4 +1,4 @@
-"""Who runs where (issue 13), against real VMs: --by process|scheduler|cpu|
+"""Who runs where, against real VMs: --by process|scheduler|cpu|
 thread in every format, --schedulers (utilisation against the VM's own
 scheduler_wall_time and microstate accounting in the same window), long NIF
 calls (against the lengths the NIF itself measured), migrations, the CPU

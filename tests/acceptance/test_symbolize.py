@@ -1,4 +1,4 @@
-"""erlang-write-perf-map --symbolize (issue 14): stock perf, told the truth.
+"""erlang-write-perf-map --symbolize: stock perf, told the truth.
 
 A VM started without flags has its JIT code dual-mapped from a memfd; perf
 6.1 names none of it ("[unknown] (/memfd:vmem (deleted))"), whatever map

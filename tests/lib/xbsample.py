@@ -461,7 +461,7 @@ class Hogs:
     def __enter__(self):
         for _ in range(self.n):
             p = subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-            # killed by run.py after the test even if the test was (a hog
+            # killed by tests/conftest.py after the test even if the test was (a hog
             # left behind loads every later test)
             xbtest._track(p, "hog")
             self.procs.append(p)

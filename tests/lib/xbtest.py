@@ -1,9 +1,9 @@
-"""xbtest - the acceptance-test harness of extrospect-beam (python3 stdlib only).
+"""xbtest - the acceptance tests' helpers: VM targets, running VMs and our tools.
 
 Tests live in tests/acceptance/test_*.py as module-level functions named
-test_*; tests/run.py finds and runs them (see its --help).  A test passes by
-returning, fails by raising (AssertionError or anything else), and skips by
-raising Skip (xbtest.skip("why")).
+test_*; pytest runs them (tests/conftest.py, tests/README.md).  A test passes
+by returning, fails by raising (AssertionError or anything else), and skips
+with skip_because(KEY, target) (a documented reason, below).
 
 Targets
     A *target* is an Erlang VM to test against: "stock" (Debian's erlang-base,
@@ -31,18 +31,19 @@ Targets
     /proc/PID/exe is inside DIR: point the tools at vm.pid, as one profiles
     a container from the host.  vm.kill() kills the whole namespace.
 
+Markers (thin wrappers over pytest marks, read by tests/conftest.py)
     @per_vm(flavor=None, debug=None, only=None, exclude=None)
         run the test once per target of the suite that matches; the test gets
         the Target as its argument:   def test_x(target): ...
         flavor/debug: a value or a list of values; only/exclude: lists of
         target names.  Undecorated tests run once, with no argument.
     @timeout(SECONDS)
-        this test's time limit (default: run.py --timeout, 120 s).
-    @no_asan("why")
-        not re-run in run.py --asan's sanitizer pass: for tests that run
-        none of our tools from the build directory under test, and for tests
-        of timing or counting semantics whose code paths other tests run
-        sanitized (the pass must stay affordable); say which in "why".
+        this test's time limit (pytest-timeout; default 120 s, pytest.ini).
+    @no_asan("why"), @asan("why")
+        leave the test out of the sanitizer pass / put a test that asks for
+        particular VMs into it (tests/README.md).
+    @alone("why")
+        run with no other test beside it (the `saturated` tier).
     @suite(NAME...)
         run only in these suites (e.g. "package"); others run in default
         and matrix.
@@ -57,8 +58,8 @@ Starting a VM
         vm.kill()                   SIGKILL the VM (process group)
     The workload modules tests/workloads/*.erl are compiled once per run and
     target, with that VM's own erlc, and put on the code path (-pa).  The VM is
-    always killed: on leaving the with-block, at exit, and by run.py when a
-    test times out (its process group is recorded in the run directory).
+    always killed: on leaving the with-block, at exit, and after every test
+    (its process group is recorded in the run directory).
 
 Running our tools
     r = run_tool("erlang-write-perf-map", "-o", path, str(vm.pid), timeout=30)
@@ -67,20 +68,20 @@ Running our tools
 
 Other helpers: tmpdir() (a fresh directory for the current test, removed
 afterwards), check(cond, msg, detail=None), wait_for(pred, timeout, step),
-read_info(dir), all_targets(), elf_debug_kind(path), log(msg) (printed
-indented under the test's result line).
+read_info(dir), all_targets(), elf_debug_kind(path), log(msg) (printed: pytest
+shows it with the test's output).
 
 Skipping
     A test may skip only for a documented reason that applies to the target
     it runs on:  skip_because("stripped-otp29", target, "detail").  The keys
     are SKIP_REASONS below (tests/README.md lists them); a key whose
     condition does not hold for the target is a test error (FAIL).  The old
-    skip("why") still works, but `run.py --strict` (what run-all.sh runs)
-    reports such an undocumented skip as FAIL, and also a documented one whose
-    entry says it is not acceptable in CI (e.g. a missing package: run-all.sh
+    skip("why") still works, but the strict mode (run-all.sh) reports such an
+    undocumented skip as a failure, and also a documented one whose entry
+    says it is not acceptable in CI (e.g. a missing package: run-all.sh
     installs them).
 
-Checks every test gets for free (run.py)
+Checks every test gets for free (tests/conftest.py calls them)
     - the binaries are current: tool_path() refuses a build directory in which
       ninja still has work (a failed build leaves old binaries behind);
     - sanitizer reports: ASAN_OPTIONS/UBSAN_OPTIONS log_path points into the
@@ -108,6 +109,11 @@ import sys
 import tempfile
 import threading
 import time
+
+try:
+    import pytest
+except ImportError:  # bench/ uses the VM helpers without pytest
+    pytest = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
@@ -145,21 +151,21 @@ MATRIX_TARGETS = ["stock", "otp25-emu-dwarf", "otp25-jit-dwarf", "otp27-jit", "o
                   "otp27-jit-stripped", "otp29-jit-stripped"] + BY_NAME_TARGETS
 
 
-class Skip(Exception):
-    """Raised to skip a test (reported as SKIP with the message).  `key` is
-    the SKIP_REASONS entry it was raised for (None: undocumented)."""
+class Skip(pytest.skip.Exception if pytest else Exception):
+    """Raised to skip a test (pytest reports it as skipped, with the message).
+    `key` is the SKIP_REASONS entry it was raised for (None: undocumented)."""
 
     def __init__(self, msg, key=None):
-        Exception.__init__(self, msg)
+        if pytest:  # reported at the test's line, not this module's
+            super().__init__(msg, _use_item_location=True)
+        else:
+            super().__init__(msg)
         self.key = key
 
 
-class TestTimeout(BaseException):
-    """Raised inside a test when its time limit is reached."""
-
-
 def skip(reason):
-    """Undocumented skip: allowed by run.py, a FAIL under run.py --strict."""
+    """Undocumented skip: allowed in a plain pytest run, a failure in the
+    strict mode (run-all.sh)."""
     raise Skip(reason)
 
 
@@ -232,7 +238,7 @@ def skip_because(key, target=None, detail=""):
 
 
 def skip_ok_in_strict(exc):
-    """Is this Skip acceptable under run.py --strict?"""
+    """Is this Skip acceptable in the strict mode (pytest --strict-suite)?"""
     key = getattr(exc, "key", None)
     return key in SKIP_REASONS and SKIP_REASONS[key][2]
 
@@ -257,28 +263,31 @@ def time_scale():
 # ---------------------------------------------------------------------------
 # decorators
 
+def _mark(fn, name, *args, **kwargs):
+    """fn with pytest mark NAME (when pytest is there: bench/ imports this
+    module without it)."""
+    return getattr(pytest.mark, name)(*args, **kwargs)(fn) if pytest is not None else fn
+
+
 def per_vm(flavor=None, debug=None, only=None, exclude=None):
-    def deco(fn):
-        fn.xb_per_vm = dict(flavor=flavor, debug=debug, only=only, exclude=exclude)
-        return fn
-    return deco
+    """Run the test once per target of the suite that matches (pytest mark
+    per_vm; tests/conftest.py parametrises the test's `target` argument)."""
+    return lambda fn: _mark(fn, "per_vm", flavor=flavor, debug=debug, only=only, exclude=exclude)
 
 
 def timeout(seconds):
-    def deco(fn):
-        fn.xb_timeout = seconds
-        return fn
-    return deco
+    """This test's time limit (pytest-timeout's mark; doubled in the
+    sanitizer pass)."""
+    return lambda fn: _mark(fn, "timeout", seconds)
 
 
 def no_asan(reason):
-    """Leave this test out of run.py --asan's sanitizer pass, for a reason
-    that says why the sanitizers could see nothing there (it runs none of
-    our tools, or runs them from build/ through a script)."""
-    def deco(fn):
-        fn.xb_no_asan = reason
-        return fn
-    return deco
+    """Leave this test out of the sanitizer pass, for a reason that says why
+    the sanitizers could see nothing there (it runs none of our tools, or
+    runs them from build/ through a script), or why the pass need not run it
+    (timing or counting semantics whose code paths other sanitized tests
+    run)."""
+    return lambda fn: _mark(fn, "no_asan", reason)
 
 
 def asan(reason):
@@ -287,32 +296,23 @@ def asan(reason):
     runs (bad input, refusals, racy exits, discovery in stripped builds...).
     Without it the pass runs every test without a VM and every test that
     asks for none (on the flavour the plain pass did not use); with
-    --asan-all (the matrix) it runs every test."""
-    def deco(fn):
-        fn.xb_asan = reason
-        return fn
-    return deco
+    --asan-all it runs every test."""
+    return lambda fn: _mark(fn, "asan", reason)
 
 
 def alone(reason):
-    """Run this test with no other test beside it when the plain pass runs
-    tests in parallel (run.py --jobs N): REASON says what a neighbour would
-    change (a saturated machine it makes or needs idle, a latency it
-    measures, real-time witnesses a neighbour's SCHED_FIFO threads would
-    preempt)."""
-    def deco(fn):
-        fn.xb_alone = reason
-        return fn
-    return deco
+    """Run this test with no other test beside it (the `saturated` tier:
+    run-all.sh runs those first, one at a time): REASON says what a
+    neighbour would change (a saturated machine it makes or needs idle, a
+    latency it measures, real-time witnesses a neighbour's SCHED_FIFO
+    threads would preempt)."""
+    return lambda fn: _mark(fn, "alone", reason)
 
 
 def suite(*names):
-    """Run this test only in the suites named (run.py --suite NAME); tests
+    """Run this test only in the suites named (pytest --suite NAME); tests
     without it run in the default and matrix suites."""
-    def deco(fn):
-        fn.xb_suites = names
-        return fn
-    return deco
+    return lambda fn: _mark(fn, "suite", *names)
 
 
 def _as_list(v):
@@ -567,14 +567,14 @@ def derived_target(base, tag, erts_version=None, beam_transform=None):
 
 
 # ---------------------------------------------------------------------------
-# per-test context (set by run.py in the test's process)
+# per-test context (reset by tests/conftest.py before each test)
 
 _current = {"tmp": None, "log": [], "runner": False}
 
 
 def tmpdir():
-    """A fresh directory for the current test (run.py removes it after the
-    test unless XB_KEEP_TMP is set; outside run.py it goes at exit)."""
+    """A fresh directory for the current test (removed after the test unless
+    XB_KEEP_TMP is set; outside pytest it goes at exit)."""
     if _current["tmp"] is None:
         _current["tmp"] = tempfile.mkdtemp(prefix="xbtest-")
         if not _current.get("runner"):
@@ -583,11 +583,15 @@ def tmpdir():
 
 
 def log(msg):
+    """A line about the test's run (a measurement, what it saw): printed,
+    which pytest shows with the test's output (-rP for passing tests)."""
     _current["log"].append(str(msg))
+    print(msg, flush=True)
 
 
 def run_dir():
-    """Directory shared by all tests of one run.py invocation."""
+    """Directory shared by the tests of one run (of one pytest-xdist
+    worker): compiled workloads, derived targets, process groups to kill."""
     d = os.environ.get("XB_RUN_DIR")
     if not d:
         d = tempfile.mkdtemp(prefix="xbrun-")
@@ -752,7 +756,7 @@ SANITIZER_TEXT = ("runtime error:", "Sanitizer", "AddressSanitizer", "LeakSaniti
 
 
 def sanitizer_log_dir():
-    """Where this test's sanitizer reports go (run.py sets ASAN_OPTIONS and
+    """Where this test's sanitizer reports go (tests/conftest.py sets ASAN_OPTIONS and
     UBSAN_OPTIONS log_path into it for the test's process); None outside."""
     return os.environ.get("XB_SAN_DIR")
 
@@ -958,7 +962,7 @@ def spawn_tool(name, *args, env=None, stdout=subprocess.PIPE, stderr=subprocess.
 
 
 def _post_test_checks():
-    """Run by run.py after a test function returned: background tools'
+    """Run by tests/conftest.py after a test function returned (or skipped): background tools'
     stderr (sanitizer text, statistics) and the sanitizer log directory."""
     for name, argv, errpath, p in list(_spawned):
         tee = getattr(p, "_xb_tee", None)
@@ -991,7 +995,7 @@ def _pgid_file(pid):
 
 def _track(p, what="tool"):
     """Remember p (started with start_new_session): killed at exit, and by
-    run.py after the test even if this process was killed."""
+    tests/conftest.py after the test even if this process was killed."""
     _children.add(p)
     with open(_pgid_file(p.pid), "w") as f:
         f.write(what)
@@ -1031,8 +1035,8 @@ atexit.register(_cleanup_children)
 def _group_is_ours(pgid, run_directory):
     """Does a process of group PGID still carry this run's XB_RUN_DIR in its
     environment?  PIDs wrap (pid_max 32768 here): a recorded group whose
-    processes are gone may be someone else's by now -- another run.py's
-    (run-all.sh runs two sanitizer shards at once), or the machine's."""
+    processes are gone may be someone else's by now -- another run's
+    (pytest-xdist's other worker), or the machine's."""
     mark = ("XB_RUN_DIR=%s" % run_directory).encode() + b"\0"
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -1051,7 +1055,7 @@ def _group_is_ours(pgid, run_directory):
 
 
 def kill_registered(run_directory):
-    """Kill every VM process group recorded in run_directory (by run.py)
+    """Kill every VM process group recorded in run_directory (tests/conftest.py: after each test)
     that is still ours."""
     d = os.path.join(run_directory, "pgids")
     if not os.path.isdir(d):

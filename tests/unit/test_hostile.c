@@ -1,4 +1,4 @@
-/* test_hostile.c - unit cases of issue 11 (safe against any process):
+/* test_hostile.c - unit cases of "safe to point at any process":
  * files opened inside a root (safefile.c), strict numbers (cli.c),
  * terminal-safe messages, perf map escaping, DWARF offset validation and
  * the code map's budgets. */

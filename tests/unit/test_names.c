@@ -144,7 +144,7 @@ static void t_symfile_lines(void)
  * kept), each but the last listing 0x50 once more.  Every first record
  * unnames the copy of its address before it; a sweep back over all the
  * records at that address is N^2/2 steps (8 * 10^10 here: the case does
- * not end, and run.py's timeout fails it).  What it must give: 0x50,
+ * not end, and meson test's timeout fails it).  What it must give: 0x50,
  * unnamed (by the last function's first record). */
 static void t_symfile_lines_one_address_many_times(void)
 {

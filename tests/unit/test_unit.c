@@ -1,12 +1,14 @@
 /* test_unit.c - unit tests for the pure code of libxbcore/libxblayout.
  *
- * Prints one line per case, "ok NAME" or "not ok NAME: detail" (with
- * optional "# ..." lines after it), then "N passed, N failed".  Exit status
- * 1 if any case failed.  Before each case it writes "# case NAME" to
- * stderr, so that tests/run.py can pin a sanitizer report on the case that
- * caused it.  tests/run.py reports each case as unit.NAME.
+ * Prints TAP, which `meson test` reads (protocol 'tap', one subtest per
+ * case): "ok NAME" or "not ok NAME" followed by "# NAME: detail", and the
+ * plan "1..N" last.  Exit status 1 if any case failed.  Before each case it
+ * writes "# case NAME" to stderr, so that a sanitizer report (which aborts
+ * the program under XB_SANITIZE=1 ./build.sh) is seen in the test's log
+ * right after the case that caused it.
  *
- *   build/tests/unit/test_unit [SUBSTRING]   run only cases whose name
+ *   meson test -C build                      every case (tests/run-all.sh)
+ *   build/tests/unit/test_unit [SUBSTRING]   only cases whose name
  *                                            contains SUBSTRING
  *
  * Build with XB_SANITIZE=1 ./build.sh to run these under ASan/UBSan: the
@@ -51,13 +53,13 @@ void run_case(const char *name, void (*fn)(void))
 		return;
 	case_failed = 0;
 	fail_msg[0] = 0;
-	/* Sanitizer reports go to stderr: this marker lets tests/run.py
-	 * attribute them to the case. */
+	/* Sanitizer reports go to stderr: this marker names the case they
+	 * come from in the test's log. */
 	fprintf(stderr, "# case %s\n", name);
 	fflush(stderr);
 	fn();
 	if (case_failed) {
-		printf("not ok %s: %s\n", name, fail_msg);
+		printf("not ok %s\n# %s: %s\n", name, name, fail_msg);
 		n_fail++;
 	} else {
 		printf("ok %s\n", name);
@@ -1714,6 +1716,6 @@ int main(int argc, char **argv)
 	hostile_cases();
 	prompt_cases();
 	layout_cases();
-	printf("%d passed, %d failed\n", n_pass, n_fail);
+	printf("1..%d\n", n_pass + n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 %% xb_jitter - a process that measures how late its own timer wakeups are,
-%% to prove that a tool looking at the VM does not pause it (issue 11:
+%% to prove that a tool looking at the VM does not pause it (the promise:
 %% gdb -p or py-spy dump stop the process; we must not).
 %%
 %%   xb_jitter:start(Ms)   spawns a process registered as `xb_jitter` that

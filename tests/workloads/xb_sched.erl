@@ -1,5 +1,4 @@
-%% xb_sched - workloads of the scheduler views (issue 13;
-%% tests/acceptance/test_sched.py).
+%% xb_sched - workloads of the scheduler views (tests/acceptance/test_sched.py).
 %%
 %%   ratio(A, B)       two registered workers, `xb_w2` and `xb_w1`, that take
 %%                     turns with a token: xb_w2 does A work units and hands
