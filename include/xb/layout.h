@@ -92,6 +92,9 @@ struct xb_layout {
  * and prove again.  Fills vm->lay; returns the needs that hold. */
 unsigned xb_layout_prove(struct xb_vm *vm, unsigned needs, bool discover);
 
+/* EXTROSPECT_LAYOUT_UNPROVEN=1 (tests with fake VMs): no discovery, and
+ * xb_layout_require warns instead of refusing. */
+bool xb_layout_unproven_ok(void);
 /* 0 when every field NEED reads holds; else -1 with one line in xb_err()
  * naming WHAT (e.g. "--alloc"), the first field that failed, its struct's
  * source file, why, and what to do. */

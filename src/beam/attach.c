@@ -496,7 +496,7 @@ static int attach(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *o)
 	}
 	/* Every offset the tool's features read, proven on the live VM;
 	 * searched for where it does not hold. */
-	xb_layout_prove(vm, o->needs, !vm->lay.forced);
+	xb_layout_prove(vm, o->needs, !vm->lay.forced && !xb_layout_unproven_ok());
 	if (vm->lay.discovered && !vm->lay.mutating) {
 		/* sizes and globals found with the offsets that did not hold */
 		if (!vm->sym.atom_table || !vm->sym.sched_data_ptr || !vm->sym.proc_tab) {

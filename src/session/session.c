@@ -708,7 +708,7 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	uint64_t partial = pc[XB_PARTIAL_HEAP_MOVED] + pc[XB_PARTIAL_SWITCHED] + pc[XB_PARTIAL_UNREADABLE] +
 			   pc[XB_PARTIAL_STALE];
 	if (xb_verbose && s->es.roles_seen)
-		fprintf(f, "erlang-sample: register roles (c_p in %s, from %s): a process in %llu of %llu samples "
+		fprintf(f, "erlang-sample: note: register roles (c_p in %s, from %s): a process in %llu of %llu samples "
 			   "that read it\n",
 			s->es.regs.c_p >= 0 ? xb_preg_name(s->es.regs.c_p) : "the scheduler's data",
 			s->vm.lay.origin ? s->vm.lay.origin : "?", (unsigned long long)s->es.roles_ok,

@@ -57,6 +57,11 @@ SYNTH_FRAMES = {"fake:spin/0", "fake:f1/1", "fake:f2/2"}
 
 def build_fixture(where, emu=False):
     """DIR/erts-13.1.5/bin/beam.smp, reachable by user nobody."""
+    # The fake VM's memory is built to break the readers, not to look like
+    # a live VM: its struct layout cannot be proven (tests/acceptance/
+    # test_releases.py proves real ones), so the tools are told to go on
+    # (for the rest of this test: conftest restores the environment).
+    os.environ["EXTROSPECT_LAYOUT_UNPROVEN"] = "1"
     bindir = os.path.join(where, "erts-13.1.5", "bin")
     os.makedirs(bindir, exist_ok=True)
     exe = os.path.join(bindir, "beam.smp")
@@ -483,8 +488,12 @@ def test_synthetic_64g_heap():
               r.out[:1500])
         behind = re.search(r"(\d+) samples were still queued when the run ended", r.err)
         lost = re.search(r"the kernel lost (\d+) samples", r.err)
-        check(behind or lost, "sampled faster than it can walk, and neither samples left queued nor "
-              "samples lost reported", r.err[-2000:])
+        # or walked only to their innermost function once too late to read
+        # the rest (the sampler's staleness bound), and said so
+        late = re.search(r"(\d+)% of the samples name only their innermost Erlang function", r.err)
+        check(behind or lost or (late and int(late.group(1)) > 0), "sampled faster than it can walk, and "
+              "neither samples left queued, nor lost, nor walked to their innermost function reported",
+              r.err[-2000:])
         log("-F 4999 -d 1 on a 64 GiB stack: %.1f s (%.1f s of CPU), %s left queued, %s lost" % (
             r.elapsed, r.cpu_s or 0, behind and behind.group(1), lost and lost.group(1)))
 

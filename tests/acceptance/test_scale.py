@@ -72,14 +72,8 @@ def test_1200_threads(target):
 
 
 def build_fixture(where):
-    bindir = os.path.join(where, "erts-13.1.5", "bin")
-    os.makedirs(bindir, exist_ok=True)
-    exe = os.path.join(bindir, "beam.smp")
-    r = run_cmd(["cc", "-O1", "-pthread", "-rdynamic", "-I", os.path.join(ROOT, "include"),
-                 os.path.join(ROOT, "tests", "fixtures", "fakebeam.c"),
-                 os.path.join(ROOT, "src", "beam", "releases", "erts-13.1.5.c"), "-o", exe], timeout=60)
-    check(r.rc == 0, "cannot build the fixture", r.describe())
-    return exe
+    from test_hostile import build_fixture as build   # one fake VM, one set-up
+    return build(where)
 
 
 def test_threads_past_the_fd_limit_mid_run():
