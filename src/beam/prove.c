@@ -2172,7 +2172,7 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 
 /* EXTROSPECT_LAYOUT_UNPROVEN=1: the table (or layout file) as given, no
  * offset searched for, and a feature goes on, once warned, where a field
- * it reads was not proven.  For the hostile-input tests' fake VMs, whose
+ * it reads was not proven (-v says which).  For the hostile-input tests' fake VMs, whose
  * memory is built to break the readers, not to look like a live VM.
  * Ignored with file capabilities (secure_getenv). */
 bool xb_layout_unproven_ok(void)
@@ -2196,8 +2196,8 @@ int xb_layout_require(struct xb_vm *vm, unsigned need, const char *what)
 			continue;
 		if (xb_layout_unproven_ok()) {
 			static bool warned;
-			if (!warned)
-				fprintf(stderr, "%s: warning: %s: this VM's %s was not proven (%s); going on as "
+			if (!warned && xb_verbose)
+				fprintf(stderr, "%s: note: %s: this VM's %s was not proven (%s); going on as "
 						"EXTROSPECT_LAYOUT_UNPROVEN=1 asks: what is read through it may be wrong\n",
 					program_invocation_short_name, what, xb_field_name((enum xb_field)f),
 					s->proof == XB_LP_FAILED && s->inv ? s->inv : "unchecked");
