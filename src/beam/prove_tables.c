@@ -212,7 +212,9 @@ void xb_layout_prove_contents(struct xb_vm *vm, const int64_t *off)
 		snprintf(why, sizeof(why), "%s", xb_err());
 	} else {
 		uint32_t slot = 0;
-		for (int k = 0; k < 40 && xb_ptab_next(&t, &slot) && !xb_interrupted; k++, slot++) {
+		/* 40 heaps, and up to 200 until a fun and a map were among them */
+		for (int k = 0; (k < 40 || (k < 200 && !(fun && map))) && xb_ptab_next(&t, &slot) && !xb_interrupted;
+		     k++, slot++) {
 			struct xb_hw_opts o = { 1u << 20, 1u << 20, 1 };
 			struct xb_hw_result r;
 			if (xb_heapwalk(&t, slot, &o, &r) < 0)
@@ -243,14 +245,28 @@ void xb_layout_prove_contents(struct xb_vm *vm, const int64_t *off)
 	swap_out(vm, saved);
 	/* a heap that changed while it was read (a process that ran) does
 	 * not parse to its top either: most must */
-	bool ok = walked >= 10 && clean * 10 >= walked * 9 && fun && map;
+	bool ok = walked >= 10 && clean * 10 >= walked * 9;
 	if (ok)
 		why[0] = 0;
 	else if (!why[0])
-		snprintf(why, sizeof(why), "%d heaps walked, %d parsed whole, funs %s, maps %s", walked, clean,
-			 fun ? "seen" : "not seen", map ? "seen" : "not seen");
+		snprintf(why, sizeof(why), "%d heaps walked, %d parsed whole", walked, clean);
 	xb_layout_mark(vm, off, contents_fields, XB_ARRAY_SIZE(contents_fields), ok,
 		       "the first processes' heaps parse object by object up to htop, funs and maps among them", why);
+	/* heaps that held no fun (or no map) say nothing against its fields'
+	 * offsets, and nothing for them: CONSISTENT */
+	static const enum xb_field funf[] = { XB_F_FUNTHING_NUM_FREE, XB_F_FUNTHING_ENV };
+	static const enum xb_field mapf[] = { XB_F_FLATMAP_SIZE, XB_F_FLATMAP_KEYS };
+	for (int w = 0; ok && w < 2; w++) {
+		if (w ? map : fun)
+			continue;
+		for (int k = 0; k < 2; k++) {
+			struct xb_fstate *st = &vm->lay.f[w ? mapf[k] : funf[k]];
+			if (st->proof != XB_LP_PROVEN)
+				continue;
+			st->proof = XB_LP_CONSISTENT;
+			snprintf(st->note, sizeof(st->note), "no %s among the %d heaps walked", w ? "map" : "fun", walked);
+		}
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -284,14 +300,24 @@ struct qcheck {
  * erl_proc_sig_queue.h); a message with its fragment inside
  * (data.attached = ERTS_MSG_COMBINED_HFRAG) has its term in that
  * fragment, used_size <= alloc_size. */
-static void check_queue(struct xb_vm *vm, const int64_t *off, const struct xb_proc *pr, enum xb_field ffirst,
-			enum xb_field flast, enum xb_field flen, struct qcheck *q)
+static uint64_t word_at(const uint8_t *b, size_t blen, int64_t at)
 {
-	uint64_t first, last, len, p = pr->addr;
-	if (off[ffirst] < 0 || off[flast] < 0 || off[flen] < 0 ||
-	    xb_read_u64(&vm->mem, p + (uint64_t)off[ffirst], &first) < 0 ||
-	    xb_read_u64(&vm->mem, p + (uint64_t)off[flast], &last) < 0 ||
-	    xb_read_u64(&vm->mem, p + (uint64_t)off[flen], &len) < 0 || !first)
+	uint64_t v = 0;
+	if (at >= 0 && (size_t)at + 8 <= blen)
+		memcpy(&v, b + at, 8);
+	return v;
+}
+
+/* P's struct process was read into B (BLEN bytes) */
+static void check_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, const uint8_t *b, size_t blen,
+			enum xb_field ffirst, enum xb_field flast, enum xb_field flen, struct qcheck *q)
+{
+	if (off[ffirst] < 0 || off[flast] < 0 || off[flen] < 0 || (size_t)off[ffirst] + 8 > blen ||
+	    (size_t)off[flast] + 8 > blen || (size_t)off[flen] + 8 > blen)
+		return;
+	uint64_t first = word_at(b, blen, off[ffirst]), last = word_at(b, blen, off[flast]),
+		 len = word_at(b, blen, off[flen]);
+	if (!first)
 		return;
 	int64_t on = off[XB_F_MSG_NEXT], od = off[XB_F_MSG_DATA], om = off[XB_F_MSG_M], oh = off[XB_F_MSG_HFRAG];
 	int64_t hu = off[XB_F_HFRAG_USED_SIZE], ha = off[XB_F_HFRAG_ALLOC_SIZE], hm = off[XB_F_HFRAG_MEM];
@@ -322,7 +348,10 @@ static void check_queue(struct xb_vm *vm, const int64_t *off, const struct xb_pr
 		uint64_t ptr = term & ~(uint64_t)3;
 		bool boxed = term && (term & 3) && (term & 3) != 3;
 		if (boxed && data == 0) {
-			bool in = (ptr >= pr->heap && ptr < pr->hend) || (ptr >= pr->old_heap && ptr < pr->old_hend);
+			uint64_t heap = word_at(b, blen, off[XB_F_PROC_HEAP]), hend = word_at(b, blen, off[XB_F_PROC_HEND]),
+				 old = word_at(b, blen, off[XB_F_PROC_OLD_HEAP]),
+				 old_end = word_at(b, blen, off[XB_F_PROC_OLD_HEND]);
+			bool in = (ptr >= heap && ptr < hend) || (ptr >= old && ptr < old_end);
 			if (!in) {
 				q->bad++;
 				snprintf(q->why, sizeof(q->why), "a message's term 0x%llx is not on its process's heap",
@@ -397,6 +426,11 @@ static void check_queue(struct xb_vm *vm, const int64_t *off, const struct xb_pr
 	q->messages += (int)n;
 }
 
+/* the first processes of the table (the system's own, then the oldest)
+ * are enough: a VM of a million processes is not walked whole to prove a
+ * layout, and --dump of 10,000 stays within its reads */
+#define PROCS_ROWS 1000
+
 struct procs_walk {
 	struct xb_vm *vm;
 	const int64_t *off;
@@ -404,43 +438,64 @@ struct procs_walk {
 	int rows, unreadable;
 	int psd, psd_exact, dict, dict_exact, dict_over;
 	char why[160];
+	uint64_t addr[PROCS_ROWS];
 };
 
 static int procs_row(const struct xb_proc *p, void *arg)
 {
 	struct procs_walk *w = arg;
-	const int64_t *off = w->off;
-	/* the first processes of the table (the system's own, then the
-	 * oldest) are enough: a VM of a million processes is not walked whole
-	 * to prove a layout */
-	if (w->rows >= 2000)
+	if (w->rows >= PROCS_ROWS)
 		return 1;
-	w->rows++;
+	w->addr[w->rows++] = p->addr;
 	if (p->partial & XB_PP_UNREADABLE)
 		w->unreadable++;
-	check_queue(w->vm, off, p, XB_F_PROC_SIGQ_FIRST, XB_F_PROC_SIGQ_LAST, XB_F_PROC_SIGQ_LEN, &w->q);
-	check_queue(w->vm, off, p, XB_F_PROC_SIGINQ_FIRST, XB_F_PROC_SIGINQ_LAST, XB_F_PROC_SIGINQ_LEN, &w->q);
-	uint64_t psd = 0, dict = 0;
-	if (off[XB_F_PROC_PSD] >= 0 && xb_read_u64(&w->vm->mem, p->addr + (uint64_t)off[XB_F_PROC_PSD], &psd) == 0 &&
-	    psd && off[XB_F_PSD_SIZE] > 0) {
-		uint64_t bs = block_size(w->vm, psd);
-		w->psd++;
-		w->psd_exact += bs == (uint64_t)off[XB_F_PSD_SIZE] + 8;
-	}
-	if (off[XB_F_PROC_DICTIONARY] >= 0 && off[XB_F_PROCDICT_ARRAY_SIZE] >= 0 && off[XB_F_PROCDICT_SIZE] > 0 &&
-	    xb_read_u64(&w->vm->mem, p->addr + (uint64_t)off[XB_F_PROC_DICTIONARY], &dict) == 0 && dict) {
-		uint32_t asz;
-		uint64_t bs = block_size(w->vm, dict);
-		if (xb_read_u32(&w->vm->mem, dict + (uint64_t)off[XB_F_PROCDICT_ARRAY_SIZE], &asz) == 0 && bs) {
-			/* erl_process_dict.c PD_SZ2BYTES: sizeof(ProcDict) + (arraySize - 1) words; a
-			 * dictionary shrunk in place keeps its larger block */
-			uint64_t need = (uint64_t)off[XB_F_PROCDICT_SIZE] + ((uint64_t)asz - 1) * 8 + 8;
-			w->dict++;
-			w->dict_exact += asz && bs == need;
-			w->dict_over += !asz || bs < need;
+	return 0;
+}
+
+/* The rows' structs read in batches: their queues, PSD and dictionary */
+static void procs_check(struct procs_walk *w)
+{
+	const int64_t *off = w->off;
+	size_t win = off[XB_F_PROC_SIZE] > 0 && off[XB_F_PROC_SIZE] <= 8192 ? (size_t)off[XB_F_PROC_SIZE] : 1024;
+	enum { BATCH = 256 };
+	uint8_t *buf = malloc(BATCH * win);
+	struct xb_readreq q[BATCH];
+	for (int at = 0; buf && at < w->rows && !xb_interrupted; at += BATCH) {
+		int n = w->rows - at < BATCH ? w->rows - at : BATCH;
+		for (int k = 0; k < n; k++)
+			q[k] = (struct xb_readreq){ w->addr[at + k], buf + (size_t)k * win, win, false };
+		xb_read_many(&w->vm->mem, q, (size_t)n);
+		for (int k = 0; k < n; k++) {
+			if (!q[k].ok)
+				continue;
+			const uint8_t *b = buf + (size_t)k * win;
+			uint64_t p = w->addr[at + k];
+			check_queue(w->vm, off, p, b, win, XB_F_PROC_SIGQ_FIRST, XB_F_PROC_SIGQ_LAST, XB_F_PROC_SIGQ_LEN,
+				    &w->q);
+			check_queue(w->vm, off, p, b, win, XB_F_PROC_SIGINQ_FIRST, XB_F_PROC_SIGINQ_LAST,
+				    XB_F_PROC_SIGINQ_LEN, &w->q);
+			uint64_t psd = word_at(b, win, off[XB_F_PROC_PSD]), dict = word_at(b, win, off[XB_F_PROC_DICTIONARY]);
+			if (psd && off[XB_F_PSD_SIZE] > 0) {
+				uint64_t bs = block_size(w->vm, psd);
+				w->psd++;
+				w->psd_exact += bs == (uint64_t)off[XB_F_PSD_SIZE] + 8;
+			}
+			if (dict && off[XB_F_PROCDICT_ARRAY_SIZE] >= 0 && off[XB_F_PROCDICT_SIZE] > 0) {
+				uint32_t asz;
+				uint64_t bs = block_size(w->vm, dict);
+				if (xb_read_u32(&w->vm->mem, dict + (uint64_t)off[XB_F_PROCDICT_ARRAY_SIZE], &asz) == 0 &&
+				    bs) {
+					/* erl_process_dict.c PD_SZ2BYTES: sizeof(ProcDict) + (arraySize - 1)
+					 * words; a dictionary shrunk in place keeps its larger block */
+					uint64_t need = (uint64_t)off[XB_F_PROCDICT_SIZE] + ((uint64_t)asz - 1) * 8 + 8;
+					w->dict++;
+					w->dict_exact += asz && bs == need;
+					w->dict_over += !asz || bs < need;
+				}
+			}
 		}
 	}
-	return 0;
+	free(buf);
 }
 
 static const enum xb_field tree_fields[] = { XB_F_MLNODE_SIZE, XB_F_MLNODE_LEFT, XB_F_MLNODE_RIGHT,
@@ -462,6 +517,7 @@ void xb_layout_prove_procs(struct xb_vm *vm, const int64_t *off)
 	if (opened) {
 		xb_ptab_foreach(&t, XB_PROC_MEMORY, procs_row, &w, &st);
 		xb_ptab_close(&t);
+		procs_check(&w);
 	} else {
 		snprintf(w.why, sizeof(w.why), "%s", xb_err());
 	}
