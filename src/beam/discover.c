@@ -291,30 +291,38 @@ bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
 	    (xb_read_u32(&vm->mem, vm->sym.active_code_ix, &active) < 0 ||
 	     active >= (uint32_t)vm->num_code_ix))
 		return false;
+	/* The active code index's ranges must hold; a staging index is
+	 * rewritten while a module loads (beam_ranges.c
+	 * erts_start_staging_ranges): what it holds then proves nothing,
+	 * either way. */
 	int good = 0;
 	for (int i = 0; i < vm->num_code_ix; i++) {
+		bool must = !vm->sym.active_code_ix || (uint32_t)i == active;
 		uint64_t base = addr + (uint64_t)(i * rsz), mods, n, allocated;
 		if (xb_read_u64(&vm->mem, base + (uint64_t)rmod, &mods) < 0 ||
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn, &n) < 0 ||
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn + 8, &allocated) < 0)
 			return false;
-		if (n > allocated || allocated > (1u << 20) || (n && !mods))
-			return false;
+		if (n > allocated || allocated > (1u << 20) || (n && !mods)) {
+			if (must)
+				return false;
+			continue;
+		}
 		if (n == 0)
 			continue;
 		uint64_t prev_end = 0;
-		for (uint64_t k = 0; k < n && k < 16; k++) {
+		bool sorted = true;
+		for (uint64_t k = 0; sorted && k < n && k < 16; k++) {
 			uint64_t s, e;
 			uint64_t ea = mods + k * (uint64_t)esz;
 			if (xb_read_u64(&vm->mem, ea + (uint64_t)est, &s) < 0 ||
-			    xb_read_u64(&vm->mem, ea + (uint64_t)een, &e) < 0)
-				return false;
-			if (s > e || s < prev_end || (s % 4))
-				return false;
+			    xb_read_u64(&vm->mem, ea + (uint64_t)een, &e) < 0 || s > e || s < prev_end || (s % 4))
+				sorted = false;
 			prev_end = e;
 		}
-		if (!vm->sym.active_code_ix || (uint32_t)i == active)
-			good++;
+		if (!sorted && must)
+			return false;
+		good += sorted && must;
 	}
 	return good > 0;
 }

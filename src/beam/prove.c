@@ -1897,7 +1897,14 @@ static int prove_code(struct pv *pv, const int64_t *off)
 	 * reads them to tell when code was loaded. */
 	int64_t saved[XB_F_COUNT];
 	swap_off(pv->vm, saved, off);
-	bool rok = pv->vm->sym.ranges && xb_vm_ranges_plausible(pv->vm, pv->vm->sym.ranges);
+	/* a load that switched the active code index while they were read:
+	 * read again (three tries) */
+	bool rok = false;
+	for (int k = 0; k < 3 && !rok && pv->vm->sym.ranges && !xb_interrupted; k++) {
+		if (k)
+			sleep_ms(5);
+		rok = xb_vm_ranges_plausible(pv->vm, pv->vm->sym.ranges);
+	}
 	memcpy(pv->vm->off, saved, sizeof(saved));
 	rok = rok && ok && pv->ranges_ok;
 	struct gcheck gr = { ranges_fields, XB_ARRAY_SIZE(ranges_fields),
