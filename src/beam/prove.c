@@ -1632,11 +1632,19 @@ static enum ev ev_sched_type(struct pv *pv, size_t i, const int64_t *off, int64_
 
 static enum ev ev_sched_current(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 {
-	(void)off;
 	uint64_t v = g64(pv, i, at);
 	if (!v)
 		return EV_NA;
-	return is_process(pv, v) ? EV_OK : EV_BAD;
+	if (is_process(pv, v))
+		return EV_OK;
+	/* a process spawned since the table was read (or gone since): its
+	 * first word still a pid term (erl_term.h _TAG_IMMED1_PID, 0x3) */
+	int64_t id = off[XB_F_PROC_ID];
+	const uint8_t *b = id >= 0 && id <= 56 ? deref(pv, v, (size_t)id + 8) : NULL;
+	uint64_t term = 0;
+	if (b)
+		memcpy(&term, b + id, 8);
+	return b && (term & 0xf) == 0x3 ? EV_NA : EV_BAD;
 }
 
 /* run_queue: the scheduler's own run queue (ErtsRunQueue_.ix is its
