@@ -9,7 +9,7 @@ points to them."""
 import os
 import re
 
-from xbtest import ROOT, build_dir, check, log, run_cmd, run_tool, tmpdir
+from xbtest import ROOT, build_dir, check, log, no_asan, run_cmd, run_tool, tmpdir
 
 
 def tools():
@@ -91,6 +91,7 @@ def man_paragraphs(text):
     return paras
 
 
+@no_asan("the parser on fixed text: none of our tools runs")
 def test_defaults_parsed():
     """The default parser reads the spellings both sides use."""
     for text, want in [("samples per second (default 997)", ["997"]),

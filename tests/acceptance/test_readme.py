@@ -26,7 +26,7 @@ import re
 import time
 
 from xbsample import build_sched_nif
-from xbtest import ROOT, VM, check, log, per_vm, run_cmd, timeout, tmpdir, tool_path
+from xbtest import ROOT, VM, check, log, no_asan, per_vm, run_cmd, timeout, tmpdir, tool_path
 
 README = os.path.join(ROOT, "README.md")
 MAX_LINES = 400
@@ -91,6 +91,7 @@ def shape_mismatches(shown_lines, output):
     return missing
 
 
+@no_asan("reads README.md: none of our tools runs")
 def test_readme_is_a_guide():
     """README.md is at most 400 lines; every ```console block is an example
     with its doctest line, and each has a command and output to compare;
