@@ -14,7 +14,7 @@
  * the processes seen on more than one normal scheduler, and per CPU the
  * share of its samples per scheduler thread (and the threads that moved
  * between CPUs).  --long-calls prints only the long calls and the
- * per-scheduler NIF summary.  As a table (text) or JSON (keys in README). */
+ * per-scheduler NIF summary.  As a table (text) or JSON (keys in erlang-sample(1), SCHEDULER REPORT). */
 #ifndef XB_SCHEDULERS_H
 #define XB_SCHEDULERS_H
 

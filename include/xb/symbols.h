@@ -3,7 +3,7 @@
  * Whatever the binary carries is used: DWARF, .symtab, or only .dynsym.
  * Files are opened inside the target's root (xb/safefile.h); JIT code, memfd and
  * deleted mappings are never reported to libdwfl (their names come from
- * the VM's own code tables, see naming/).  Nothing here reads
+ * the VM's own code tables: the code map, src/beam/codemap.c).  Nothing here reads
  * /proc/PID/mem. */
 #ifndef XB_SYMBOLS_H
 #define XB_SYMBOLS_H

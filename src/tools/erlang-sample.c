@@ -43,7 +43,7 @@ struct opts {
 	double pstack_wait;
 	const char *blame, *format, *capture, *perf_read;
 	bool capture_given;
-	/* --by, --schedulers, --long-calls (issue 13) */
+	/* --by, --schedulers, --long-calls */
 	const char *by;
 	bool schedulers, long_calls, long_calls_ms_given;
 	double long_calls_ms;

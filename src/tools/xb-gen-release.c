@@ -1,6 +1,6 @@
 /* xb-gen-release - write a release table (src/beam/releases/erts-V.c) from
  * the DWARF of source-built beams and a few constants of the OTP source.
- * Driven by scripts/gen-release-table; see README "Adding a release". */
+ * Driven by scripts/gen-release-table; see docs/adding-a-release.md. */
 #define _GNU_SOURCE
 #include "xb/common.h"
 #include "xb/dwarf_layout.h"

@@ -251,7 +251,7 @@ def check_processes_totals(vm, what):
     fix_free = fig(r"^  free fix_alloc items +\S+ = (\d+) bytes")
     check(unowned == slots * slot_bytes + nregs * regs_block + nblocks * hdr + fix_free,
           "%s: the parts no process owns do not add up to %d" % (what, unowned), err)
-    # The issue's criterion, like with like: the rows' sum within 5 % of
+    # The criterion, like with like: the rows' sum within 5 % of
     # erlang:memory(processes) less what no process owns -- the table and
     # the free fix_alloc items as the VM itself counts them
     # (process_limit; processes - processes_used), the block headers by

@@ -1,12 +1,13 @@
-"""README promises that had no test, one test each; see the
+"""Promises of the documentation that had no test, one test each; see the
 promise -> test table in tests/README.md.
 
-Each test states the README sentence it checks, checks it against ground
-truth from outside our tools where there is one (strace, the VM's own view,
-the unstripped binary's symbol table, a thread's own CPU clock), and needs a
-minimum of evidence (samples, frames, lines) so that it cannot pass with
-nothing.  Some of them fail today: the README promises more than the tool
-does (listed in tests/README.md under "Known failures").
+Each test states the sentence it checks (a "README:" sentence is from the
+reference README.md used to carry, now in the man pages and docs/), checks
+it against ground truth from outside our tools where there is one (strace,
+the VM's own view, the unstripped binary's symbol table, a thread's own CPU
+clock), and needs a minimum of evidence (samples, frames, lines) so that it
+cannot pass with nothing.  A test that fails because the tool does less
+than the documentation promises is marked FAILS in that table (none is).
 """
 
 import bisect

@@ -994,7 +994,7 @@ def exact_edges(c):
 
 
 def check_fifty(seen, rounds):
-    """The issue's [40, 60] ms for the 50 ms calls, as close as a sampler
+    """The bound [40, 60] ms for the 50 ms calls, as close as a sampler
     of on-CPU time can come: SEEN is [(call, real ms, predicted bounds)].
     Two things widen a call's bounds beyond [40, 60] ms:
     its thread off the CPU at an edge (it takes no samples there; the NIF

@@ -1222,7 +1222,7 @@ static void t_demangle(void)
 	CHECK(d == tiny && strlen(tiny) == 7, "short buffer: \"%s\"", d);
 }
 
-/* ---- output formats (src/output/, src/aggregate/blame_filter.c) -------- */
+/* ---- output formats (src/output/, src/profile/blame_filter.c) -------- */
 
 static void t_utf8_next(void)
 {
