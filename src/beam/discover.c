@@ -303,11 +303,10 @@ bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn, &n) < 0 ||
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn + 8, &allocated) < 0)
 			return false;
-		if (n > allocated || allocated > (1u << 20) || (n && !mods)) {
-			if (must)
-				return false;
-			continue;
-		}
+		/* every index's counts fit, staging or not (what a load
+		 * rewrites is the modules, then n) */
+		if (n > allocated || allocated > (1u << 20) || (n && !mods))
+			return false;
 		if (n == 0)
 			continue;
 		uint64_t prev_end = 0;

@@ -76,7 +76,7 @@ const struct xb_field_spec xb_field_specs[XB_F_COUNT] = {
 	F(XB_F_RANGEINFO_NAME, "range_info", "name", "jit/beam_jit_metadata.cpp", 1, XB_NEED_CODE, 8),
 	F(XB_F_LINEINFO_SIZE, "line_info", "", "jit/beam_jit_metadata.cpp", 1, XB_NEED_CODE, 0),
 	F(XB_F_LINEINFO_FILE_LENGTH, "line_info", "file_length", "jit/beam_jit_metadata.cpp", 1, XB_NEED_CODE, 2),
-	F(XB_F_LINEINFO_FILE, "line_info", "file", "jit/beam_jit_metadata.cpp", 1, XB_NEED_CODE | XB_NEED_LINES, 8),
+	F(XB_F_LINEINFO_FILE, "line_info", "file", "jit/beam_jit_metadata.cpp", 1, XB_NEED_LINES, 8),
 	F(XB_F_LINEINFO_START, "line_info", "start_offset", "jit/beam_jit_metadata.cpp", 1, XB_NEED_LINES, 4),
 	F(XB_F_LINEINFO_LINE, "line_info", "line_number", "jit/beam_jit_metadata.cpp", 1, XB_NEED_LINES, 4),
 	F(XB_F_CODEHDR_LINE_TABLE, "beam_code_header", "line_table", "beam_code.h", 0, XB_NEED_LINES, 8),

@@ -625,9 +625,16 @@ static int run_check(struct xb_session *s, struct output *outs, size_t nouts)
 		return fail(s, 1);
 	int rc;
 	/* tests only: every offset in use moved by +-8 and +-16 must fail */
+	/* (1: every field; "stack": what sampling, --pstack and --dump's
+	 * stacks read, whose proofs are re-run per field) */
 	const char *sweep = secure_getenv("EXTROSPECT_LAYOUT_MUTATIONS");
-	if (sweep && *sweep == '1')
-		rc = xb_layout_mutation_sweep(&s->vm, XB_NEED_ALL, outs[0].f) ? 1 : 0;
+	unsigned sweep_needs = !sweep ? 0
+			       : !strcmp(sweep, "1") ? XB_NEED_ALL
+			       : !strcmp(sweep, "stack")
+				       ? XB_NEED_ATOMS | XB_NEED_PTAB | XB_NEED_CODE | XB_NEED_STACK | XB_NEED_SCHED
+				       : 0;
+	if (sweep_needs)
+		rc = xb_layout_mutation_sweep(&s->vm, sweep_needs, outs[0].f) ? 1 : 0;
 	else
 		rc = xb_check(&s->vm, outs[0].f) ? 1 : 0;
 	xb_overruns_report(stderr, PROG);

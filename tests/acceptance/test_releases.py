@@ -219,11 +219,14 @@ def test_sid_without_its_exact_table(target):
 @per_vm(only=["stock"])
 @timeout(600)
 def test_every_field_in_use_is_proven_by_live_data(target):
-    """The mutation check over the table: every offset in use moved by
-    -16, -8, +8 and +16 bytes fails its proof (EXTROSPECT_LAYOUT_MUTATIONS
-    runs the sweep inside one --check, against one VM whose workload gives
-    every struct live evidence: messages queued, dictionaries, monitors,
-    links, timers, binaries).  Moves the VM's data cannot tell apart are
+    """The mutation check over the table: every offset sampling, --pstack
+    and --dump's stacks read, moved by -16, -8, +8 and +16 bytes, fails its
+    proof (EXTROSPECT_LAYOUT_MUTATIONS=stack runs the sweep inside one
+    --check, against one VM whose workload gives every struct live
+    evidence: messages queued, dictionaries, monitors, links, timers,
+    binaries).  The figures erlang-heapsample reads (allocators, message
+    queues, heap objects) are proven by whole walks that the sweep does not
+    re-run per field: not swept here.  Moves the VM's data cannot tell apart are
     listed in ALLOWED with why; a move not caught outside that list, or a
     field in the list that is now caught (the list must shrink), fails."""
     with VM(target, schedulers=2) as vm:
@@ -231,7 +234,7 @@ def test_every_field_in_use_is_proven_by_live_data(target):
         time.sleep(1.0)
         t0 = time.monotonic()
         r = run_tool(TOOL, "--check", str(vm.pid), timeout=500,
-                     env=dict(os.environ, EXTROSPECT_LAYOUT_MUTATIONS="1"))
+                     env=dict(os.environ, EXTROSPECT_LAYOUT_MUTATIONS="stack"))
         took = time.monotonic() - t0
         summary = re.search(r"^mutations: (\d+) fields, (\d+) moves, (\d+) not caught", r.out, re.M)
         check(summary, "no sweep summary", r.out[-3000:] + r.err)
@@ -239,7 +242,8 @@ def test_every_field_in_use_is_proven_by_live_data(target):
         for m in re.finditer(r"^MISSED (.+?)\s+-?\d+\s+not caught:((?: [-+]\d+)+)$", r.out, re.M):
             missed[m.group(1).strip()] = set(int(x) for x in m.group(2).split())
         unexpected = {f: d - ALLOWED.get(f, set()) for f, d in missed.items() if d - ALLOWED.get(f, set())}
-        now_caught = {f: d - missed.get(f, set()) for f, d in ALLOWED.items() if d - missed.get(f, set())}
+        now_caught = {f: d - missed.get(f, set()) for f, d in ALLOWED.items()
+                      if d - missed.get(f, set()) and f not in MAY_MISS}
         log("%s fields, %s moves, %s not caught (all in ALLOWED: %s); %.0f s"
             % (summary.group(1), summary.group(2), summary.group(3), not unexpected, took))
         check(not unexpected, "moves of offsets not caught by any proof: %s" % unexpected, r.out[-4000:])
@@ -257,4 +261,13 @@ ALLOWED = {
     # beam_ranges.c Range: the JIT lays modules out back to back, so a
     # range's end (+8: the next range's start) is where the next begins
     "Range.end": {8},
+    # erl_process.h: flags (+8) holds a few bit sets; on a VM whose
+    # processes are many copies of one, reds holds as few values, so too
+    # few values leave reds CONSISTENT, not FAILED (prove.c verdict)
+    "process.reds": {8},
+    # ErtsRunQueue_.len: 0 in an empty run queue, as its neighbours are;
+    # evidence only while processes wait to run
+    "ErtsRunQueue_.len": {-16, -8, 8, 16},
 }
+# ALLOWED moves whose evidence depends on the moment: caught in some runs
+MAY_MISS = {"ErtsRunQueue_.len"}

@@ -230,8 +230,9 @@ def build_sched_nif(target, outdir):
     returns the path without ".so"."""
     incs = [os.path.join(target.root, "lib", "erlang", "usr", "include"),
             os.path.join(target.root, "usr", "include")]
-    if target.name == "stock":
-        incs.append("/usr/lib/erlang/usr/include")
+    # a container's root holds erlang-base alone: the host's erl_nif.h
+    # (OTP 25's NIF API; a later VM loads a NIF of an older minor version)
+    incs.append("/usr/lib/erlang/usr/include")
     inc = next((d for d in incs if os.path.exists(os.path.join(d, "erl_nif.h"))), None)
     check(inc is not None, "no erl_nif.h of %s (looked in %s)" % (target.name, ", ".join(incs)))
     so = os.path.join(outdir, "xb_sched_nif.so")
