@@ -92,6 +92,12 @@ struct xb_layout {
  * and prove again.  Fills vm->lay; returns the needs that hold. */
 unsigned xb_layout_prove(struct xb_vm *vm, unsigned needs, bool discover);
 
+struct xb_codemap;
+/* Move the code map the layout proof built with the offsets in use
+ * (vm->proof_cm) into CM: true, or false when there is none (build it:
+ * xb_codemap_build).  xb_layout_drop_codemap frees it unused. */
+bool xb_layout_take_codemap(struct xb_vm *vm, struct xb_codemap *cm);
+void xb_layout_drop_codemap(struct xb_vm *vm);
 /* EXTROSPECT_LAYOUT_UNPROVEN=1 (tests with fake VMs): no discovery, and
  * xb_layout_require warns instead of refusing. */
 bool xb_layout_unproven_ok(void);

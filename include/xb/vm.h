@@ -64,7 +64,7 @@ struct xb_vm {
 	struct xb_layout lay;         /* where each offset came from, and its proof */
 	/* the code map the layout proof built with the offsets in use (a
 	 * struct xb_codemap *), for the first user to take instead of
-	 * building it again: xb_vm_take_codemap() */
+	 * building it again: xb_layout_take_codemap() */
 	void *proof_cm;
 	uint8_t lay_base_proof[XB_F_COUNT]; /* the sweep's unmoved proofs (layout.c) */
 	struct xb_regroles regs;
@@ -108,11 +108,7 @@ int xb_vm_attach_with(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *
 /* The same, proving what naming code needs. */
 int xb_vm_attach(struct xb_vm *vm, pid_t pid);
 void xb_vm_detach(struct xb_vm *vm);
-struct xb_codemap;
-/* Move the code map the layout proof built (vm->proof_cm) into CM: true,
- * or false when there is none (build it: xb_codemap_build). */
-bool xb_vm_take_codemap(struct xb_vm *vm, struct xb_codemap *cm);
-void xb_vm_drop_codemap(struct xb_vm *vm);
+
 /* Is the process still alive? */
 bool xb_vm_alive(struct xb_vm *vm);
 /* Field offset, or XB_NOFIELD. */

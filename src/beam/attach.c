@@ -4,7 +4,6 @@
  * to the VM. */
 #define _GNU_SOURCE
 #include "xb/vm.h"
-#include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/priv.h"
 #include "xb/dwarf_layout.h"
@@ -567,27 +566,9 @@ bool xb_vm_alive(struct xb_vm *vm)
 	return true;
 }
 
-bool xb_vm_take_codemap(struct xb_vm *vm, struct xb_codemap *cm)
-{
-	if (!vm->proof_cm)
-		return false;
-	*cm = *(struct xb_codemap *)vm->proof_cm;
-	free(vm->proof_cm);
-	vm->proof_cm = NULL;
-	return true;
-}
-
-void xb_vm_drop_codemap(struct xb_vm *vm)
-{
-	if (vm->proof_cm)
-		xb_codemap_free(vm->proof_cm);
-	free(vm->proof_cm);
-	vm->proof_cm = NULL;
-}
-
 void xb_vm_detach(struct xb_vm *vm)
 {
-	xb_vm_drop_codemap(vm);
+	xb_layout_drop_codemap(vm);
 	xb_vm_atoms_free(vm);
 	xb_symbols_close(&vm->syms);
 	xb_remote_close(&vm->mem);

@@ -105,9 +105,9 @@ struct fcheck {
 	 * among them (a neighbour that is 0 everywhere, or the same constant,
 	 * is not it); otherwise too little evidence leaves it CONSISTENT. */
 	uint8_t strict, distinct;
-	/* a count that differs from object to object (reds): fewer than four
-	 * values among 16 objects or more fail it (a bit set or a constant
-	 * beside it has a few); fewer than a quarter leave it CONSISTENT */
+	/* a count that differs from object to object (reds): at least four
+	 * values among sixteen objects (a bit set or a constant beside it has
+	 * fewer) */
 	uint8_t spread;
 	/* a count or pointer most objects leave 0: the same non-zero value in
 	 * eight or more objects may be a constant beside it (a default size):
@@ -289,6 +289,7 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 				seen |= t->vals[k] == v;
 			if (!seen && t->nvals < 64)
 				t->vals[t->nvals++] = v;
+
 		}
 		else if (e == EV_BAD) {
 			if (!t->bad) {
@@ -315,14 +316,15 @@ static enum xb_lproof verdict(const struct tally *t, const struct fcheck *c, siz
 		return XB_LP_FAILED;
 	if (c->strict && (t->ok < c->min_ok || t->nvals < c->distinct))
 		return XB_LP_FAILED;
-	/* Where the live processes are many copies of one (a thousand
-	 * workers spawned alike, each flooded alike), a real count can hold
-	 * few values: too few values then leave the field CONSISTENT, not
-	 * FAILED; only a handful among many (a flag word beside it) fail. */
-	if (c->spread && t->nvals < 4 && t->ok >= 16)
+	/* A count that differs from process to process: fewer than four
+	 * values among sixteen objects or more is a flag word or a constant
+	 * beside it.  No more than that: where the processes are a thousand
+	 * workers spawned alike, a real count holds few values (and the
+	 * table's slot order is not the order of the pids: ptab.c spreads
+	 * them over cache lines).  A count most leave 0 (no_constant): the
+	 * same value everywhere leaves it CONSISTENT. */
+	if (c->spread && t->ok >= 16 && t->nvals < 4)
 		return XB_LP_FAILED;
-	if (c->spread && t->nvals < 64 && t->nvals * 4 < t->ok)
-		return XB_LP_CONSISTENT;
 	if (c->no_constant && t->ok >= 8 && t->nvals == 1)
 		return XB_LP_CONSISTENT;
 	return t->ok >= (c->min_ok ? c->min_ok : 1) ? XB_LP_PROVEN : XB_LP_CONSISTENT;
@@ -1569,6 +1571,18 @@ static int read_sched(struct pv *pv, int64_t stride)
 		total = MAX_SCHED_ENTRIES / SCHED_ROUNDS;
 	if (objset_alloc(&pv->sched, total * SCHED_ROUNDS, SCHED_WINDOW) < 0)
 		return -1;
+	/* the entries read shared fairly among the kinds (+S 200 with 1024
+	 * dirty I/O schedulers: some of each, not the first 85 normal ones) */
+	int cap[3] = { 0, 0, 0 };
+	for (size_t left = total, more = 1; left && more;) {
+		more = 0;
+		for (int kind = 0; kind < 3 && left; kind++)
+			if (cap[kind] < pv->nsched[kind]) {
+				cap[kind]++;
+				left--;
+				more = 1;
+			}
+	}
 	struct xb_readreq *q = calloc(total ? total : 1, sizeof(*q));
 	uint32_t *tag = calloc(total ? total : 1, sizeof(*tag));
 	/* each round's entries in one batch of reads */
@@ -1576,7 +1590,7 @@ static int read_sched(struct pv *pv, int64_t stride)
 		size_t n = 0, base = pv->sched.n;
 		for (int kind = 0; kind < 3; kind++) {
 			uint64_t b = sched_base(pv, kind);
-			for (int k = 0; b && k < pv->nsched[kind] && n < total; k++) {
+			for (int k = 0; b && k < cap[kind] && n < total; k++) {
 				uint64_t e = b + (uint64_t)k * (uint64_t)stride;
 				q[n] = (struct xb_readreq){ e, pv->sched.bytes + (base + n) * SCHED_WINDOW, SCHED_WINDOW,
 							    false };
@@ -1859,7 +1873,7 @@ static bool code_ok(struct pv *pv, const int64_t *off, char *why, size_t wlen)
 		struct xb_codemap *keep = malloc(sizeof(*keep));
 		if (keep) {
 			*keep = cm;
-			xb_vm_drop_codemap(vm);
+			xb_layout_drop_codemap(vm);
 			vm->proof_cm = keep;
 			return ok;
 		}
@@ -2222,6 +2236,24 @@ static unsigned prove_run(struct xb_vm *vm, unsigned needs, bool discover, int o
 
 /* ------------------------------------------------------------------ */
 /* what the tools ask */
+
+bool xb_layout_take_codemap(struct xb_vm *vm, struct xb_codemap *cm)
+{
+	if (!vm->proof_cm)
+		return false;
+	*cm = *(struct xb_codemap *)vm->proof_cm;
+	free(vm->proof_cm);
+	vm->proof_cm = NULL;
+	return true;
+}
+
+void xb_layout_drop_codemap(struct xb_vm *vm)
+{
+	if (vm->proof_cm)
+		xb_codemap_free(vm->proof_cm);
+	free(vm->proof_cm);
+	vm->proof_cm = NULL;
+}
 
 /* EXTROSPECT_LAYOUT_UNPROVEN=1: the table (or layout file) as given, no
  * offset searched for, and a feature goes on, once warned, where a field

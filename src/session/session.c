@@ -279,7 +279,7 @@ int xb_session_start(struct xb_session *s, const struct xb_session_opts *o)
 static int start(struct xb_session *s, const struct xb_session_opts *o)
 {
 	s->o = *o;
-	if (!xb_vm_take_codemap(&s->vm, &s->cm) && xb_codemap_build(&s->vm, &s->cm, XB_CM_FOLD_PROLOGUE) < 0)
+	if (!xb_layout_take_codemap(&s->vm, &s->cm) && xb_codemap_build(&s->vm, &s->cm, XB_CM_FOLD_PROLOGUE) < 0)
 		return xb_fail("cannot read the VM's code tables: %s", xb_err());
 	xb_estate_init(&s->es, &s->vm, &s->cm, o->max_depth);
 	s->es.want_identity = o->want_identity;

@@ -117,9 +117,9 @@ static const struct xb_opt options[] = {
 	  .group = "Bounds:", .given = &o.max_words_given },
 	{ "seed", 0, XB_OPT_U64, &o.seed, "N", "random seed of --contents sampling (default: clock)", 1, 1.8e19 },
 	{ "layout", 0, XB_OPT_STR, &o.layout, "FILE",
-	  "struct offsets from FILE (erlang-sample --write-layout\n"
-	  "on a build of the same release with debug info), proven\n"
-	  "on the VM before use", .group = "VM layout (default: the release table, DWARF, then discovery):" },
+	  "struct offsets from FILE, proven on the VM before use\n"
+	  "(write FILE with erlang-sample --write-layout on a\n"
+	  "build of the same release with debug info)", .group = "VM layout (default: the release table, DWARF, then discovery):" },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "diagnostics on stderr", .group = "" },
 	{ "help", 'h', XB_OPT_FLAG, &o.help, NULL, "this help" },
 	{ "version", 0, XB_OPT_FLAG, &o.version, NULL, "print the version" },

@@ -41,9 +41,9 @@ static const struct xb_opt options[] = {
 	  "code map or from a perf map file MAP; no operand: the\n"
 	  "VM of the first sample whose thread runs a beam" },
 	{ "layout", 0, XB_OPT_STR, &layout, "FILE",
-	  "struct offsets from FILE (erlang-sample --write-layout\n"
-	  "on a build of the same release with debug info), proven\n"
-	  "on the VM before use" },
+	  "struct offsets from FILE, proven on the VM before use\n"
+	  "(write FILE with erlang-sample --write-layout on a\n"
+	  "build of the same release with debug info)" },
 	{ "verbose", 'v', XB_OPT_COUNT, &xb_verbose, NULL, "say what was found on stderr" },
 	{ "help", 'h', XB_OPT_FLAG, &help, NULL, "this help" },
 	{ "version", 0, XB_OPT_FLAG, &version, NULL, "print the version" },
