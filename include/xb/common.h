@@ -98,6 +98,14 @@ enum xb_overrun {
 };
 extern uint64_t xb_overruns[XB_OVR_COUNT];
 void xb_overrun(enum xb_overrun what, const char *fmt, ...) XB_PRINTF(2, 3);
+/* One line on F from any layer, with the program's name:
+ * "PROG: note: ..." (what the reader should know; not a failure),
+ * "PROG: warning: ..." (an answer is weaker than it looks, and why),
+ * "PROG: ..." (statistics, -v).  FMT without the final newline. */
+void xb_note(FILE *f, const char *fmt, ...) XB_PRINTF(2, 3);
+void xb_warn(FILE *f, const char *fmt, ...) XB_PRINTF(2, 3);
+void xb_say(FILE *f, const char *fmt, ...) XB_PRINTF(2, 3);
+
 /* One line "PROG: note: ..." on F naming the budgets that were reached
  * (nothing when none was); returns how many kinds. */
 int xb_overruns_report(FILE *f, const char *prog);

@@ -93,6 +93,37 @@ void xb_overrun(enum xb_overrun what, const char *fmt, ...)
 	}
 }
 
+static void say(FILE *f, const char *kind, const char *fmt, va_list ap)
+{
+	char line[2048];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(f, "%s: %s%s\n", program_invocation_short_name, kind, line);
+}
+
+void xb_note(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	say(f, "note: ", fmt, ap);
+	va_end(ap);
+}
+
+void xb_warn(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	say(f, "warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void xb_say(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	say(f, "", fmt, ap);
+	va_end(ap);
+}
+
 int xb_overruns_report(FILE *f, const char *prog)
 {
 	char buf[512];

@@ -108,7 +108,7 @@ static char *release_file(struct xb_vm *vm, const char *rel)
 	char *data = xb_safe_slurp(vm->syms.rootfd, path, MAX_RELEASE_FILE, XB_SAFE_NOFOLLOW,
 				   vm->cred_ok ? &vm->cred : NULL, NULL);
 	if (!data && xb_verbose)
-		fprintf(stderr, "note: not reading the VM's %s: %s\n", rel, xb_err());
+		xb_note(stderr, "not reading the VM's %s: %s", rel, xb_err());
 	return data;
 }
 
@@ -321,7 +321,7 @@ static int pick_table(struct xb_vm *vm, const char *layout_file)
 	char why[200];
 	int bad = xb_dwarf_validate(dw, vm->off, why, sizeof(why));
 	if (bad)
-		fprintf(stderr, "warning: this beam's DWARF gives %d implausible offsets (e.g. %s); not used\n", bad,
+		xb_warn(stderr, "this beam's DWARF gives %d implausible offsets (e.g. %s); not used", bad,
 			why);
 	/* DWARF describes this very binary: it wins.  A table of the same
 	 * version that disagrees is reported (a differently configured
@@ -330,7 +330,7 @@ static int pick_table(struct xb_vm *vm, const char *layout_file)
 		if (dw[i] == XB_NOFIELD)
 			continue;
 		if (vm->off[i] != dw[i] && exact && vm->off[i] != XB_NOFIELD)
-			fprintf(stderr, "warning: %s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF\n",
+			xb_warn(stderr, "%s: table for erts %s says %lld, this beam's DWARF says %lld; using DWARF",
 				xb_field_name(i), base->erts, (long long)vm->off[i], (long long)dw[i]);
 		vm->off[i] = dw[i];
 		vm->lay.f[i].src = XB_LSRC_DWARF;
@@ -338,8 +338,8 @@ static int pick_table(struct xb_vm *vm, const char *layout_file)
 	/* Each source was checked alone; the mix too. */
 	bad = xb_dwarf_validate(vm->off, NULL, why, sizeof(why));
 	if (bad)
-		fprintf(stderr, "warning: this beam's DWARF and the table for erts %s together give %d offsets "
-				"outside their struct (e.g. %s); not used\n", base->erts, bad, why);
+		xb_warn(stderr, "this beam's DWARF and the table for erts %s together give %d offsets "
+				"outside their struct (e.g. %s); not used", base->erts, bad, why);
 	vm->table_from_dwarf = !exact;
 	vm->lay.origin = exact ? "DWARF over the table of this release" : "DWARF over the nearest table";
 	const struct xb_release *names = thread_names_release(vm, base);
@@ -505,8 +505,8 @@ static int attach(struct xb_vm *vm, pid_t pid, const struct xb_attach_opts *o)
 			xb_vm_discover(vm, nth[0], nth[1], nth[2]);
 		}
 		if (xb_verbose)
-			fprintf(stderr, "note: %u struct offsets of this VM (erts %s) differ from %s %s: discovered "
-					"in its data in %.0f ms (erlang-sample --check lists them)\n",
+			xb_note(stderr, "%u struct offsets of this VM (erts %s) differ from %s %s: discovered "
+					"in its data in %.0f ms (erlang-sample --check lists them)",
 				vm->lay.discovered, vm->erts, vm->lay.origin, vm->lay.origin_detail,
 				vm->lay.discover_ns / 1e6);
 	}

@@ -333,8 +333,8 @@ int xb_layout_read(struct xb_vm *vm, const char *path, int64_t off[XB_F_COUNT])
 			       "build of the same flavour", path, lf.flavor == XB_FLAVOR_JIT ? "JIT" : "interpreter",
 			       (int)vm->pid, vm->flavor == XB_FLAVOR_JIT ? "JIT" : "interpreter");
 	if (strcmp(lf.erts, vm->erts) != 0 && xb_verbose)
-		fprintf(stderr, "note: the layout file %s was written on erts %s; this VM is erts %s: its "
-				"offsets are proven again here\n", path, lf.erts, vm->erts);
+		xb_note(stderr, "the layout file %s was written on erts %s; this VM is erts %s: its "
+				"offsets are proven again here", path, lf.erts, vm->erts);
 	memcpy(off, lf.off, sizeof(lf.off));
 	vm->pid_num_bits = lf.pid_num_bits;
 	vm->pid_ser_bits = lf.pid_ser_bits;

@@ -2282,9 +2282,9 @@ int xb_layout_require(struct xb_vm *vm, unsigned need, const char *what)
 		if (xb_layout_unproven_ok()) {
 			static bool warned;
 			if (!warned && xb_verbose)
-				fprintf(stderr, "%s: note: %s: this VM's %s was not proven (%s); going on as "
-						"EXTROSPECT_LAYOUT_UNPROVEN=1 asks: what is read through it may be wrong\n",
-					program_invocation_short_name, what, xb_field_name((enum xb_field)f),
+				xb_note(stderr, "%s: this VM's %s was not proven (%s); going on as "
+						"EXTROSPECT_LAYOUT_UNPROVEN=1 asks: what is read through it may be wrong",
+					what, xb_field_name((enum xb_field)f),
 					s->proof == XB_LP_FAILED && s->inv ? s->inv : "unchecked");
 			warned = true;
 			return 0;

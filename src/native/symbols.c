@@ -75,7 +75,7 @@ static void refuse(const char *what)
 	if (xb_verbose) { /* (paths from the target's maps file) */
 		char safe[600];
 		xb_sanitize(what, safe, sizeof(safe));
-		fprintf(stderr, "note: %s\n", safe);
+		xb_note(stderr, "%s", safe);
 	}
 }
 

@@ -493,7 +493,7 @@ static int write_dump(struct xb_sink *k, struct xb_session *s, FILE *f)
 		if (xb_json_finish(w.j) < 0)
 			goto out;
 		if (xb_verbose)
-			fprintf(stderr, "erlang-sample: --dump: %s\n", summary);
+			xb_say(stderr, "--dump: %s", summary);
 	} else {
 		fprintf(f, "%s\n", summary);
 	}

@@ -575,7 +575,7 @@ static void report_unsampled(struct xb_session *s)
 		return;
 	s->smp.unsampled_reported = true;
 	s->smp.unsampled_said = s->smp.unsampled;
-	fprintf(stderr, "erlang-sample: warning: %zu of the VM's threads cannot be sampled (%zu are): %s\n",
+	xb_warn(stderr, "%zu of the VM's threads cannot be sampled (%zu are): %s",
 		s->smp.unsampled, s->smp.nlive, xb_sampler_unsampled_fix(&s->smp));
 }
 
@@ -708,26 +708,26 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	uint64_t partial = pc[XB_PARTIAL_HEAP_MOVED] + pc[XB_PARTIAL_SWITCHED] + pc[XB_PARTIAL_UNREADABLE] +
 			   pc[XB_PARTIAL_STALE];
 	if (xb_verbose && s->es.roles_seen)
-		fprintf(f, "erlang-sample: note: register roles (c_p in %s, from %s): a process in %llu of %llu samples "
-			   "that read it\n",
+		xb_note(f, "register roles (c_p in %s, from %s): a process in %llu of %llu samples "
+			   "that read it",
 			s->es.regs.c_p >= 0 ? xb_preg_name(s->es.regs.c_p) : "the scheduler's data",
 			s->vm.lay.origin ? s->vm.lay.origin : "?", (unsigned long long)s->es.roles_ok,
 			(unsigned long long)s->es.roles_seen);
 	/* The roles are the release table's (or the beam's DWARF): a VM whose
 	 * code keeps c_p elsewhere gives no process through them. */
 	if (s->es.roles_seen >= 200 && s->es.roles_ok * 2 < s->es.roles_seen)
-		fprintf(f, "erlang-sample: warning: the register that should hold the current process held one in "
+		xb_warn(f, "the register that should hold the current process held one in "
 			   "only %llu of %llu samples: this VM's register roles differ from %s's; its stacks are "
 			   "cut to their innermost function (a layout from a build of this release with debug "
-			   "info: --layout FILE)\n",
+			   "info: --layout FILE)",
 			(unsigned long long)s->es.roles_ok, (unsigned long long)s->es.roles_seen,
 			s->vm.lay.origin ? s->vm.lay.origin : "the table");
 	if (xb_verbose) {
-		fprintf(f, "erlang-sample: cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
-			   "processed sample\n",
+		xb_say(f, "cpu: %.3f s before sampling, %.3f s while sampling = %.1f us per "
+			   "processed sample",
 			s->cpu_before_s, s->cpu_sampling_s,
 			st->processed ? 1e6 * s->cpu_sampling_s / (double)st->processed : 0.0);
-		fprintf(f, "erlang-sample: %.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
+		xb_say(f, "%.2f s; received %llu, processed %llu; dropped: truncated unwind %llu, "
 			   "failed validation %llu, process moved on %llu, too stale %llu, no registers %llu, "
 			   "malformed %llu; "
 			   "lost %llu, throttled %llu; rings enlarged %llu; unresolved stack words %llu; "
@@ -737,7 +737,7 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			   "unreadable %llu, read too late %llu); "
 			   "no live read %llu; capture %s (faults %llu); drain loop %s, %llu bursts cut short; "
 			   "module changes since attaching %llu; threads: %llu opened, %zu live, %zu slots, "
-			   "%zu unsampled\n",
+			   "%zu unsampled",
 			s->elapsed_s, (unsigned long long)st->received, (unsigned long long)st->processed,
 			(unsigned long long)st->truncated_unwind, (unsigned long long)st->bad,
 			(unsigned long long)st->stale, (unsigned long long)st->too_stale,
@@ -756,9 +756,9 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 		if (s->prompt) {
 			struct xb_prompt_stats p;
 			xb_prompt_stats(s->prompt, &p);
-			fprintf(f, "erlang-sample: reads at the moment of the sample: %u readers, %llu samples, "
+			xb_say(f, "reads at the moment of the sample: %u readers, %llu samples, "
 				   "%.1f us and %.2f reads each; %llu lost (the "
-				   "queue to the drain loop was full)\n",
+				   "queue to the drain loop was full)",
 				p.readers, (unsigned long long)p.received,
 				p.received ? (double)p.read_ns / 1e3 / (double)p.received : 0.0,
 				p.received ? (double)p.syscalls / (double)p.received : 0.0,
@@ -766,13 +766,13 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 		}
 	}
 	if (st->processed && partial * 10 > st->processed)
-		fprintf(f, "erlang-sample: note: %.0f%% of the samples name only their innermost Erlang "
+		xb_note(f, "%.0f%% of the samples name only their innermost Erlang "
 			   "function (shown under '%s'): their process garbage collected, was switched "
-			   "out or could not be read before its stack could be\n",
+			   "out or could not be read before its stack could be",
 			100.0 * (double)partial / (double)st->processed, XB_CALLERS_UNKNOWN);
 	if (lost && !xb_verbose)
-		fprintf(f, "erlang-sample: warning: the kernel lost %llu samples: the ring buffers filled between "
-			   "drains (lower -F or --user-stack, or a shorter --drain-ms)\n",
+		xb_warn(f, "the kernel lost %llu samples: the ring buffers filled between "
+			   "drains (lower -F or --user-stack, or a shorter --drain-ms)",
 			(unsigned long long)lost);
 	struct xb_bpf_stats bs = { 0 };
 	/* Samples left in the BPF ring: after the last drain, the drain loop
@@ -783,20 +783,20 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 	 * why the run ended. */
 	if (s->bpf && xb_bpf_stats(s->bpf, &bs) == 0 && bs.unread) {
 		if (s->drained_at_end)
-			fprintf(f, "erlang-sample: warning: %llu samples were still queued when the run ended: "
-				   "processing them (%.0f us each) could not keep up with the sampling (lower -F)\n",
+			xb_warn(f, "%llu samples were still queued when the run ended: "
+				   "processing them (%.0f us each) could not keep up with the sampling (lower -F)",
 				(unsigned long long)bs.unread,
 				st->processed ? 1e6 * s->cpu_sampling_s / (double)st->processed : 0.0);
 		else if (s->vm_exited)
-			fprintf(f, "erlang-sample: note: %llu samples taken just before the VM exited were not "
-				   "processed (its memory went with it)\n",
+			xb_note(f, "%llu samples taken just before the VM exited were not "
+				   "processed (its memory went with it)",
 				(unsigned long long)bs.unread);
 	}
 	/* threads the VM made after the warning (one line when it first
 	 * happened) that could not be sampled either */
 	if (s->smp.unsampled_reported && s->smp.unsampled > s->smp.unsampled_said)
-		fprintf(f, "erlang-sample: warning: by the end, %zu of the VM's threads could not be sampled "
-			   "(%zu were)\n", s->smp.unsampled, s->smp.nlive);
+		xb_warn(f, "by the end, %zu of the VM's threads could not be sampled "
+			   "(%zu were)", s->smp.unsampled, s->smp.nlive);
 }
 
 void xb_session_report_skid(const struct xb_session *s, FILE *f)

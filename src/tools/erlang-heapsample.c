@@ -465,11 +465,11 @@ static int mode_procs(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	free(v);
 	free(rs.v);
 	if (cut == CUT_EXITED)
-		fprintf(stderr, PROG ": note: VM %d exited while its processes were read; the rows above are "
-				"the %zu processes read until then\n", (int)vm->pid, tot.processes);
+		xb_note(stderr, "VM %d exited while its processes were read; the rows above are "
+				"the %zu processes read until then", (int)vm->pid, tot.processes);
 	else if (cut == CUT_INTERRUPTED)
-		fprintf(stderr, PROG ": note: interrupted while the processes were read; the rows above are "
-				"the %zu processes read until then\n", tot.processes);
+		xb_note(stderr, "interrupted while the processes were read; the rows above are "
+				"the %zu processes read until then", tot.processes);
 	return rc;
 }
 
@@ -517,10 +517,10 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		return -1;
 	if (cut != CUT_NONE) {
 		if (cut == CUT_EXITED)
-			fprintf(stderr, PROG ": note: VM %d exited during the first snapshot; no growth to show\n",
+			xb_note(stderr, "VM %d exited during the first snapshot; no growth to show",
 				(int)vm->pid);
 		else
-			fprintf(stderr, PROG ": note: interrupted during the first snapshot; no growth to show\n");
+			xb_note(stderr, "interrupted during the first snapshot; no growth to show");
 		free(prev.v);
 		return 0;
 	}
@@ -540,10 +540,10 @@ static int mode_growth(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 		uint64_t t1 = xb_now_ns();
 		if (cut != CUT_NONE) {
 			if (cut == CUT_EXITED)
-				fprintf(stderr, PROG ": note: VM %d exited during snapshot %u; %u interval%s shown\n",
+				xb_note(stderr, "VM %d exited during snapshot %u; %u interval%s shown",
 					(int)vm->pid, k, done, done == 1 ? "" : "s");
 			else
-				fprintf(stderr, PROG ": note: interrupted during snapshot %u; %u interval%s shown\n", k,
+				xb_note(stderr, "interrupted during snapshot %u; %u interval%s shown", k,
 					done, done == 1 ? "" : "s");
 			break;
 		}
@@ -666,8 +666,8 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	uint32_t slot;
 	if (xb_ptab_find(t, o.contents, &slot) < 0) {
 		if (vm->mem.gone || !xb_vm_alive(vm)) { /* not "no such process": the VM went */
-			fprintf(stderr, PROG ": note: VM %d exited while its process table was read; nothing to "
-					"show\n", (int)vm->pid);
+			xb_note(stderr, "VM %d exited while its process table was read; nothing to "
+					"show", (int)vm->pid);
 			return 0;
 		}
 		return xb_interrupted ? -1 : -2; /* ^C, or no such process (a usage error) */
@@ -676,15 +676,15 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	struct xb_hw_result r;
 	if (xb_heapwalk(t, slot, &ho, &r) < 0) {
 		if (vm->mem.gone || !xb_vm_alive(vm)) {
-			fprintf(stderr, PROG ": note: VM %d exited while the heap of %s was read; nothing to "
-					"show\n", (int)vm->pid, o.contents);
+			xb_note(stderr, "VM %d exited while the heap of %s was read; nothing to "
+					"show", (int)vm->pid, o.contents);
 			return 0;
 		}
 		return -1;
 	}
 	if (xb_verbose && r.reads > 1)
-		fprintf(stderr, PROG ": note: the heap moved while it was read (the process garbage collected); "
-				"read again\n");
+		xb_note(stderr, "the heap moved while it was read (the process garbage collected); "
+				"read again");
 	char pid[48], name[600];
 	xb_proc_pid_text(vm, r.proc.pid, pid, sizeof(pid));
 	struct xb_proc named;
@@ -743,7 +743,7 @@ static int mode_alloc(struct xb_vm *vm, FILE *out)
 	if (xb_alloc_read(vm, ai, XB_ALLOC_WALK | XB_ALLOC_RESIDENT) < 0) {
 		free(ai);
 		if (vm->mem.gone || !xb_vm_alive(vm)) {
-			fprintf(stderr, PROG ": note: VM %d exited while its allocators were read; nothing to show\n",
+			xb_note(stderr, "VM %d exited while its allocators were read; nothing to show",
 				(int)vm->pid);
 			return 0;
 		}
@@ -763,7 +763,7 @@ static int mode_alloc(struct xb_vm *vm, FILE *out)
 	if (rc == 0 && fmt != XB_HS_TABLE)
 		xb_hs_write_rss(stderr, ai, &rss);
 	if (ai->note[0])
-		fprintf(stderr, PROG ": note: %s\n", ai->note);
+		xb_note(stderr, "%s", ai->note);
 	free(ai);
 	return rc;
 }
@@ -788,32 +788,32 @@ int main(int argc, char **argv)
 	}
 	int modes = (o.interval_given ? 1 : 0) + (o.contents ? 1 : 0) + (o.alloc ? 1 : 0);
 	if (modes > 1) {
-		fprintf(stderr, PROG ": --interval, --contents and --alloc are separate modes; pick one\n");
+		xb_say(stderr, "--interval, --contents and --alloc are separate modes; pick one");
 		return 2;
 	}
 	if (o.count_given && !o.interval_given) {
-		fprintf(stderr, PROG ": --count needs --interval SECONDS\n");
+		xb_say(stderr, "--count needs --interval SECONDS");
 		return 2;
 	}
 	if (o.sort_given && (o.contents || o.alloc)) {
-		fprintf(stderr, PROG ": --sort orders process rows; --%s has none\n", o.contents ? "contents" : "alloc");
+		xb_say(stderr, "--sort orders process rows; --%s has none", o.contents ? "contents" : "alloc");
 		return 2;
 	}
 	if (o.sort_given && strcmp(o.sort, "long_lived") == 0 && !o.interval_given) {
-		fprintf(stderr, PROG ": --sort long_lived needs --interval (it is a growth)\n");
+		xb_say(stderr, "--sort long_lived needs --interval (it is a growth)");
 		return 2;
 	}
 	if (o.sort_given && o.interval_given && strcmp(o.sort, "memory") && strcmp(o.sort, "long_lived")) {
-		fprintf(stderr, PROG ": with --interval, --sort is memory or long_lived, not %s\n", o.sort);
+		xb_say(stderr, "with --interval, --sort is memory or long_lived, not %s", o.sort);
 		return 2;
 	}
 	if (o.max_words_given && !o.contents) {
-		fprintf(stderr, PROG ": --max-words bounds --contents; add --contents PROCESS\n");
+		xb_say(stderr, "--max-words bounds --contents; add --contents PROCESS");
 		return 2;
 	}
 	int pid;
 	if (xb_parse_pid(argv[first], &pid) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_say(stderr, "%s", xb_err());
 		return 2;
 	}
 	fmt = !o.format || !strcmp(o.format, "table") ? XB_HS_TABLE : !strcmp(o.format, "csv") ? XB_HS_CSV : XB_HS_JSON;
@@ -825,9 +825,9 @@ int main(int argc, char **argv)
 	}
 
 	if (can_read(pid) < 0) {
-		fprintf(stderr, PROG ": permission denied reading the memory of process %d: run as root or "
+		xb_say(stderr, "permission denied reading the memory of process %d: run as root or "
 				"as the VM's user, or give this tool CAP_SYS_PTRACE (what process_vm_readv needs; "
-				"Yama ptrace_scope above 1 refuses even that)\n", pid);
+				"Yama ptrace_scope above 1 refuses even that)", pid);
 		return 1;
 	}
 	/* ^C and SIGTERM from here on (common.h): while attaching --

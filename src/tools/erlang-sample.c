@@ -493,7 +493,7 @@ static int format_of_path(const char *path)
 			return -1;
 		if (ends_with(path, ".json") && !ends_with(path, ".speedscope.json"))
 			return XB_FMT_JSON;
-		fprintf(stderr, PROG ": -o %s: --%s writes a table or JSON (.json), not %s\n", path,
+		xb_say(stderr, "-o %s: --%s writes a table or JSON (.json), not %s", path,
 			o.schedulers ? "schedulers" : "long-calls", xb_format_names[ext]);
 		return -2;
 	}
@@ -512,7 +512,7 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		return 0;
 	}
 	if (o.outputs.n > MAX_OUTPUTS) {
-		fprintf(stderr, PROG ": at most %d -o outputs\n", MAX_OUTPUTS);
+		xb_say(stderr, "at most %d -o outputs", MAX_OUTPUTS);
 		return 2;
 	}
 	for (size_t i = 0; i < o.outputs.n; i++) {
@@ -521,13 +521,13 @@ static int plan_outputs(struct output *outs, size_t *nouts)
 		if (by_ext == -2)
 			return 2;
 		if (by_ext >= 0 && o.format && by_ext != (int)fmt) {
-			fprintf(stderr, PROG ": --format %s does not match -o %s (a %s file); drop one or make them "
-					     "agree\n", o.format, path, xb_format_names[by_ext]);
+			xb_say(stderr, "--format %s does not match -o %s (a %s file); drop one or make them "
+					     "agree", o.format, path, xb_format_names[by_ext]);
 			return 2;
 		}
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(o.outputs.v[j], path) == 0) {
-				fprintf(stderr, PROG ": -o %s given twice\n", path);
+				xb_say(stderr, "-o %s given twice", path);
 				return 2;
 			}
 		outs[(*nouts)++] = (struct output){ .path = path, .fmt = by_ext >= 0 ? (enum xb_format)by_ext : fmt };
@@ -589,7 +589,7 @@ static int parse_operands(int argc, char **argv, int first, int *pid)
 		return 2;
 	}
 	if (xb_parse_pid(argv[first], pid) < 0) {
-		fprintf(stderr, PROG ": %s\n", xb_err());
+		xb_say(stderr, "%s", xb_err());
 		return 2;
 	}
 	return 0;
@@ -653,7 +653,7 @@ static int write_layout(struct xb_session *s)
 	    xb_layout_write(&s->vm, o.write_layout) < 0)
 		return fail(s, 1);
 	if (xb_verbose)
-		fprintf(stderr, PROG ": wrote the layout of PID %d (erts %s, %s) to %s\n", (int)s->vm.pid, s->vm.erts,
+		xb_say(stderr, "wrote the layout of PID %d (erts %s, %s) to %s", (int)s->vm.pid, s->vm.erts,
 			xb_flavor_name(s->vm.flavor), o.write_layout);
 	xb_session_close(s);
 	return 0;
@@ -678,7 +678,7 @@ static int blame_refused(struct xb_session *s)
 						  "blame internal ones"
 						: "");
 	xb_sanitize(raw, line, sizeof(line));
-	fprintf(stderr, PROG ": %s\n", line);
+	xb_say(stderr, "%s", line);
 	return 2;
 }
 
@@ -780,7 +780,7 @@ static int write_results(struct xb_session *s, int pid, struct output *outs, siz
 	xb_session_report_stats(s, stderr);
 	xb_overruns_report(stderr, PROG);
 	if (s->vm_exited)
-		fprintf(stderr, PROG ": note: VM %d exited after %.1f s; the results above cover the time until then\n",
+		xb_note(stderr, "VM %d exited after %.1f s; the results above cover the time until then",
 			pid, s->elapsed_s);
 	return 0;
 }
@@ -806,7 +806,7 @@ static int run_sampling(struct xb_session *s, int pid, enum xb_by by, struct out
 	if (xb_verbose)
 		print_start_line(s, pid);
 	if (xb_session_run(s, o.pstack || o.dump ? o.pstack_wait : o.duration, &xb_stop_requested) < 0)
-		fprintf(stderr, PROG ": %s; the results below cover the time until then\n", xb_err());
+		xb_say(stderr, "%s; the results below cover the time until then", xb_err());
 	/* Signals from here on end the program the usual way. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);

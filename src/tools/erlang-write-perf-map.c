@@ -140,23 +140,23 @@ static int run_symbolize(int argc, char **argv, int first)
 	size_t headlen = 0;
 	int pid = -1;
 	if (first < argc - 1) {
-		fprintf(stderr, "erlang-write-perf-map: --symbolize takes one PID or MAP file at most\n");
+		xb_say(stderr, "--symbolize takes one PID or MAP file at most");
 		return 2;
 	}
 	const char *arg = first == argc - 1 ? argv[first] : NULL;
 	if (arg && strspn(arg, "0123456789") != strlen(arg)) {
 		if (xb_perfmap_read(arg, &cm) < 0) {
-			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			xb_say(stderr, "%s", xb_err());
 			return 1;
 		}
 	} else {
 		if (arg && xb_parse_pid(arg, &pid) < 0) {
-			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			xb_say(stderr, "%s", xb_err());
 			return 2;
 		}
 		if (!arg && (pid = first_beam_pid(stdin, &head, &headlen)) < 0) {
-			fprintf(stderr, "erlang-write-perf-map: --symbolize: no sample of a running beam in the "
-					"input; pass the VM's PID or a perf map file\n");
+			xb_say(stderr, "--symbolize: no sample of a running beam in the "
+					"input; pass the VM's PID or a perf map file");
 			if (headlen)
 				fwrite(head, 1, headlen, stdout);
 			free(head);
@@ -166,7 +166,7 @@ static int run_symbolize(int argc, char **argv, int first)
 		struct xb_attach_opts ao = { XB_NEED_CODE, layout };
 		if (xb_vm_attach_with(&vm, pid, &ao) < 0 || xb_layout_require(&vm, XB_NEED_CODE, "--symbolize") < 0 ||
 		    xb_codemap_build(&vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
-			fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+			xb_say(stderr, "%s", xb_err());
 			xb_vm_detach(&vm);
 			free(head);
 			return 1;
@@ -197,10 +197,10 @@ static int run_symbolize(int argc, char **argv, int first)
 	st.unknown += st2.unknown;
 	st.named += st2.named;
 	if (rc < 0)
-		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_say(stderr, "%s", xb_err());
 	else if (xb_verbose)
-		fprintf(stderr, "erlang-write-perf-map: --symbolize: %llu lines, %llu unnamed addresses, %llu "
-				"named from %s (%zu code entries)\n",
+		xb_say(stderr, "--symbolize: %llu lines, %llu unnamed addresses, %llu "
+				"named from %s (%zu code entries)",
 			(unsigned long long)st.lines, (unsigned long long)st.unknown, (unsigned long long)st.named,
 			arg && pid < 0 ? arg : "the VM", cm.n);
 	xb_codemap_free(&cm);
@@ -226,7 +226,7 @@ static int write_once(struct xb_vm *vm, const char *out, unsigned flags, struct 
 		rc = xb_perfmap_write_file(cm, out);
 	}
 	if (rc == 0 && xb_verbose)
-		fprintf(stderr, "erlang-write-perf-map: %zu entries from %zu modules -> %s\n", cm->n,
+		xb_say(stderr, "%zu entries from %zu modules -> %s", cm->n,
 			cm->modules, out);
 	if (rc < 0) {
 		char msg[1024];
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
 	}
 	if (symbolize) {
 		if (out_path || watch) {
-			fprintf(stderr, "erlang-write-perf-map: --symbolize writes to stdout; drop %s\n",
+			xb_say(stderr, "--symbolize writes to stdout; drop %s",
 				out_path ? "-o" : "--watch");
 			return 2;
 		}
@@ -262,13 +262,13 @@ int main(int argc, char **argv)
 	const char *out = out_path;
 	int optind = first;
 	if (optind != argc - 1) {
-		fprintf(stderr, "erlang-write-perf-map: %s; usage: erlang-write-perf-map [-o PATH|-] [--watch] PID\n",
+		xb_say(stderr, "%s; usage: erlang-write-perf-map [-o PATH|-] [--watch] PID",
 			optind >= argc ? "missing PID" : "too many arguments");
 		return 2;
 	}
 	int pid;
 	if (xb_parse_pid(argv[optind], &pid) < 0) {
-		fprintf(stderr, "erlang-write-perf-map: %s\n", xb_err());
+		xb_say(stderr, "%s", xb_err());
 		return 2;
 	}
 	/* ^C and SIGTERM: honoured while attaching and reading the code
@@ -282,8 +282,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (xb_verbose)
-		fprintf(stderr, "erlang-write-perf-map: PID %d: OTP %s (erts %s), %s, debug info: %s; "
-			"module table at 0x%llx (found via %s)\n",
+		xb_say(stderr, "PID %d: OTP %s (erts %s), %s, debug info: %s; "
+			"module table at 0x%llx (found via %s)",
 			pid, vm.otp[0] ? vm.otp : "?", vm.erts, xb_flavor_name(vm.flavor),
 			xb_debug_name(vm.debug), (unsigned long long)vm.sym.ranges,
 			vm.sym.ranges_how ? vm.sym.ranges_how : "-");
@@ -293,8 +293,8 @@ int main(int argc, char **argv)
 		out = defpath;
 		/* With +JPperf map the VM appends to this very file itself. */
 		if (vm_writes_map(&vm, out)) {
-			fprintf(stderr, "erlang-write-perf-map: the VM writes %s itself (started with "
-					"+JPperf map); pass -o PATH to write ours elsewhere\n", out);
+			xb_say(stderr, "the VM writes %s itself (started with "
+					"+JPperf map); pass -o PATH to write ours elsewhere", out);
 			xb_vm_detach(&vm);
 			return 1;
 		}
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 		usleep((useconds_t)interval_ms * 1000);
 		if (!xb_vm_alive(&vm)) {
 			if (xb_verbose)
-				fprintf(stderr, "erlang-write-perf-map: VM %d exited; stopping\n", pid);
+				xb_say(stderr, "VM %d exited; stopping", pid);
 			break;
 		}
 		int st = xb_codemap_stale(&vm, &cm);
@@ -333,13 +333,13 @@ int main(int argc, char **argv)
 			if (!xb_vm_alive(&vm) || xb_interrupted)
 				break;
 			if (!behind[0])
-				fprintf(stderr, "erlang-write-perf-map: warning: %s; the map keeps its last "
-						"contents, retrying\n", xb_err());
+				xb_warn(stderr, "%s; the map keeps its last "
+						"contents, retrying", xb_err());
 			snprintf(behind, sizeof(behind), "%s", xb_err());
 			continue;
 		}
 		if (behind[0])
-			fprintf(stderr, "erlang-write-perf-map: %s is up to date again\n", out);
+			xb_say(stderr, "%s is up to date again", out);
 		behind[0] = 0;
 		xb_codemap_free(&cm);
 		cm = next;
