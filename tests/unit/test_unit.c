@@ -289,12 +289,40 @@ static void t_maps_parse_edge(void)
 		"7f0000000000-7f0000001000\n",
 		"7f0000001000-7f0000000000 rw-p 00000000 00:00 0\n", /* end < start */
 		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0\nnot a line\n",
+		"17f00000000000000-17f00000000000001 rw-p 00000000 00:00 0\n", /* 17 digits */
+		"7f0000000000-7f0000001000 rw- 00000000 00:00 0\n",           /* 3 perms */
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00\n",             /* no inode */
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 99999999999999999999\n",
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0x\n",
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 /x\n7f",
 	};
 	for (size_t i = 0; i < XB_ARRAY_SIZE(bad); i++) {
 		m.n = 99;
 		CHECK(xb_maps_parse(bad[i], &m) < 0, "accepted bad input %zu", i);
 		CHECK(m.n == 0 && m.v == NULL, "bad input %zu: output not cleared", i);
 	}
+	/* bounded by the length given, not by a NUL: the path ends there */
+	static const char cut[] = "7f0000000000-7f0000001000 r--p 00000000 00:00 0 /lib/x.soXXXX";
+	CHECK(xb_maps_parse_n(cut, sizeof(cut) - 5, &m) == 0 && m.n == 1 && strcmp(m.v[0].path, "/lib/x.so") == 0,
+	      "length-bounded line");
+	xb_maps_free(&m);
+	/* past XB_MAPS_MAX_LINES the rest is left out, and said */
+	size_t lines = XB_MAPS_MAX_LINES + 3, len = 0;
+	char *big = malloc(lines * 64);
+	CHECK(big != NULL, "malloc");
+	if (!big)
+		return;
+	size_t at1000 = 0;
+	for (size_t i = 0; i < lines; i++, at1000 = i == 1000 ? len : at1000)
+		len += (size_t)sprintf(big + len, "%llx-%llx rw-p 00000000 00:00 0 \n",
+				       0x10000ull + 0x2000ull * i, 0x11000ull + 0x2000ull * i);
+	CHECK(xb_maps_parse_n(big, len, &m) == 0 && m.n == XB_MAPS_MAX_LINES && m.truncated,
+	      "cap: n = %zu, truncated %d", m.n, m.truncated);
+	xb_maps_free(&m);
+	CHECK(xb_maps_parse_n(big, at1000, &m) == 0 && m.n == 1000 && !m.truncated,
+	      "1000 lines: n = %zu, truncated %d", m.n, m.truncated);
+	xb_maps_free(&m);
+	free(big);
 }
 
 /* ---- JIT symfiles ----------------------------------------------------- */
