@@ -499,6 +499,41 @@ def test_synthetic_64g_heap():
             r.elapsed, r.cpu_s or 0, behind and behind.group(1), lost and lost.group(1)))
 
 
+def test_contents_hostile_heaps():
+    """--contents on heaps built against it: a heap where every word looks
+    like an object boundary and no run of 16 objects parses (fakebeam
+    'bigheap': 32 MiB of bignum headers, every 16th block poisoned) reads
+    at most twice --max-words, the search for boundaries included (it read
+    155 M words for --max-words 256Ki), and says what it found in one line;
+    a heap fragment list that loops ('fragloop': one 4-word fragment whose
+    next is itself) is said to loop, never counted as 4096 fragments of
+    "exact shares"."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    maxw = 262144
+    with Fixture(exe, "jit", "bigheap") as fx:
+        for args in (["--max-words", str(maxw), "--seed", "1"], ["--max-words", str(maxw), "--seed", "2"], []):
+            r, rss = measured(HEAP, "--contents", "<0.5.0>", *(args + [fx.pid]), timeout=120)
+            what = "--contents %s (bigheap)" % " ".join(args)
+            check(within_time(r, 3.0), "%s: took %.1f s (%s s of CPU)" % (what, r.elapsed, r.cpu_s), r.describe())
+            one_line_failure(r, rss, what)
+            if args:
+                m = re.search(r"\(?(\d+) words read", r.out + r.err)
+                check(m, "%s: does not say how much it read" % what, r.describe())
+                check(int(m.group(1)) <= 2 * maxw + 4096, "%s: read %s words (budget %d)"
+                      % (what, m.group(1), 2 * maxw), r.describe())
+                check(r.rc == 0 or "read budget" in r.err, "%s: failed without naming the budget" % what,
+                      r.describe())
+            log("%s: exit %d, %.2f s, %s" % (what, r.rc, r.elapsed, (r.err or r.out).strip().splitlines()[0]))
+    with Fixture(exe, "jit", "fragloop") as fx:
+        r, rss = measured(HEAP, "--contents", "<0.5.0>", fx.pid, timeout=60)
+        what = "--contents (fragloop)"
+        check(within_time(r, 3.0), "%s: took %.1f s" % (what, r.elapsed), r.describe())
+        one_line_failure(r, rss, what)
+        check("exact" not in r.out, "%s: a looping fragment chain claimed as exact" % what, r.describe())
+        check(r.rc != 0 and "loops" in r.err, "%s: the loop is not said" % what, r.describe())
+
+
 def test_synthetic_huge_atom_table():
     """2^24 atoms: the atom cache stops at its budget and every tool that
     got as far as naming atoms says so (a note, one line)."""
