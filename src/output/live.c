@@ -6,21 +6,30 @@
  * line), so it works in any terminal and over ssh without terminfo.
  * The terminal is put back (main screen, cursor, line discipline) when the
  * sink is freed, which the session does on q, at the end of --duration and
- * after ^C; an atexit handler covers other exits. */
+ * after ^C; an atexit handler covers other exits, and handlers of SIGTSTP
+ * (^Z: put back, stopped, and taken again on SIGCONT), SIGQUIT (^\) and
+ * SIGHUP (put back, then the signal's default action) the signals that
+ * would otherwise leave the alternate screen, a hidden cursor and no echo.
+ * Widths are display columns (wcwidth in C.UTF-8), not code points. */
 #define _GNU_SOURCE
 #include "xb/outputs.h"
 #include "xb/common.h"
+#include "xb/output_util.h"
 #include "xb/session.h"
 #include "xb/writers.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #define MAX_WINDOW 3600
 
@@ -45,18 +54,80 @@ static void write_all(int fd, const char *p, size_t n)
 	}
 }
 
-static void term_restore(void)
+/* (async-signal-safe: write and tcsetattr only) */
+static void term_leave(void)
 {
-	if (!term.active)
-		return;
-	term.active = false;
 	/* cursor on, main screen back */
 	static const char bye[] = "\033[?25h\033[?1049l";
 	write_all(term.out, bye, sizeof(bye) - 1);
 	if (term.have_saved)
 		tcsetattr(term.in, TCSAFLUSH, &term.saved);
+}
+
+static void term_enter(void)
+{
+	if (term.have_saved) {
+		/* keys without Enter, no echo; ^C still sends SIGINT */
+		struct termios raw = term.saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(term.in, TCSAFLUSH, &raw);
+	}
+	/* alternate screen, cursor off, clear */
+	static const char hello[] = "\033[?1049h\033[?25l\033[H\033[2J";
+	write_all(term.out, hello, sizeof(hello) - 1);
+}
+
+static const int term_signals[] = { SIGTSTP, SIGQUIT, SIGHUP, SIGCONT };
+static struct sigaction term_old[XB_ARRAY_SIZE(term_signals)];
+static volatile sig_atomic_t term_redraw; /* back from a stop: draw at once */
+
+static void term_restore(void)
+{
+	if (!term.active)
+		return;
+	term.active = false;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaction(term_signals[i], &term_old[i], NULL);
+	term_leave();
 	if (term.close_in)
 		close(term.in);
+}
+
+static void term_signal(int sig)
+{
+	int e = errno;
+	if (!term.active) {
+		errno = e;
+		return;
+	}
+	if (sig == SIGCONT) { /* continued (after ^Z): the screen again */
+		term_enter();
+		term_redraw = 1;
+		errno = e;
+		return;
+	}
+	term_leave();
+	/* the signal's own action, with the terminal as it was */
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	sigset_t un;
+	sigemptyset(&un);
+	sigaddset(&un, sig);
+	sigprocmask(SIG_UNBLOCK, &un, NULL);
+	raise(sig); /* SIGTSTP stops here (unless the process group is orphaned) */
+	/* continued: handled again */
+	struct sigaction sa = { .sa_handler = term_signal };
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(sig, &sa, NULL);
+	if (sig == SIGTSTP) {
+		term_enter();
+		term_redraw = 1;
+	}
+	errno = e;
 }
 
 static int term_open(void)
@@ -73,24 +144,42 @@ static int term_open(void)
 		term.close_in = term.in >= 0;
 	}
 	term.have_saved = term.in >= 0 && tcgetattr(term.in, &term.saved) == 0;
-	if (term.have_saved) {
-		/* keys without Enter, no echo; ^C still sends SIGINT */
-		struct termios raw = term.saved;
-		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
-		raw.c_cc[VMIN] = 0;
-		raw.c_cc[VTIME] = 0;
-		tcsetattr(term.in, TCSAFLUSH, &raw);
-	}
 	static bool registered;
 	if (!registered) {
 		atexit(term_restore);
 		registered = true;
 	}
+	struct sigaction sa = { .sa_handler = term_signal };
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaddset(&sa.sa_mask, term_signals[i]);
+	sa.sa_flags = SA_RESTART;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaction(term_signals[i], &sa, &term_old[i]);
 	term.active = true;
-	/* alternate screen, cursor off, clear */
-	static const char hello[] = "\033[?1049h\033[?25l\033[H\033[2J";
-	write_all(term.out, hello, sizeof(hello) - 1);
+	term_enter();
 	return 0;
+}
+
+/* Display columns of code point CP (0 for combining and zero-width
+ * characters, 2 for wide ones; the text is clean: 1 for anything wcwidth
+ * does not know). */
+static int cp_width(uint32_t cp)
+{
+	static locale_t utf8;
+	static bool tried;
+	if (cp < 0x7f)
+		return 1;
+	if (!tried) {
+		tried = true;
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	}
+	if (!utf8)
+		return 1;
+	locale_t old = uselocale(utf8);
+	int w = wcwidth((wchar_t)cp);
+	uselocale(old);
+	return w < 0 ? 1 : w;
 }
 
 static void term_size(int *rows, int *cols)
@@ -144,12 +233,16 @@ static void line(struct screen *sc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	size_t n = 0;
+	size_t n = 0, len = strlen(buf);
 	int col = 0;
-	for (; buf[n] && col < sc->cols; col++) {
-		n++;
-		while ((buf[n] & 0xc0) == 0x80) /* continuation bytes */
-			n++;
+	while (n < len) {
+		uint32_t cp;
+		size_t k = xb_utf8_next(buf + n, len - n, &cp);
+		int w = cp_width(cp);
+		if (col + w > sc->cols)
+			break;
+		col += w;
+		n += k;
 	}
 	put(sc, buf, n);
 	put(sc, "\033[K", 3);
@@ -411,6 +504,10 @@ static void tick(struct xb_sink *k, struct xb_session *s)
 			lv->by_total = !lv->by_total;
 			redraw = true;
 		}
+	}
+	if (term_redraw) { /* back from ^Z: the screen was cleared */
+		term_redraw = 0;
+		redraw = true;
 	}
 	double now = (double)xb_now_ns() / 1e9;
 	if (redraw || (!lv->paused && now >= lv->next_draw)) {

@@ -1295,6 +1295,13 @@ static void t_display_name(void)
 	expect_display("nel\xc2\x85", "nel\\u0085"); /* a C1 control */
 	expect_display("'\xc3\xbcn\xc3\xaf':f/0", "'\xc3\xbcn\xc3\xaf':f/0");
 	expect_display("", "");
+	/* bidi controls and zero-width characters: shown escaped */
+	expect_display("evil\xe2\x80\xae" "1/f:m", "evil\\u202e1/f:m");       /* RIGHT-TO-LEFT OVERRIDE */
+	expect_display("a\xe2\x81\xa6" "b\xe2\x81\xa9", "a\\u2066b\\u2069"); /* isolates */
+	expect_display("lists\xe2\x80\x8b:map/2", "lists\\u200b:map/2");        /* ZERO WIDTH SPACE */
+	expect_display("x\xef\xbb\xbf\xc2\xad", "x\\ufeff\\u00ad");          /* BOM, soft hyphen */
+	expect_display("t\xf3\xa0\x80\x81", "t\\U000e0001");                    /* a tag character */
+	expect_display("\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8\xad\xe6\x96\x87"); /* wide, but visible */
 }
 
 /* Names in the table and in folded stacks (xb_text_clean): display text,
