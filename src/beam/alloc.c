@@ -603,6 +603,10 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 				t->largest_known = aoff;
 			}
 		}
+		/* a loop's carriers were counted more than once before it was
+		 * seen: what is resident in carriers is not known */
+		if (w.looped)
+			ai->resident_known = false;
 		if (ai->walked)
 			t->walked = !w.bounded && !w.looped && t->walked_mbcs == t->mbcs_carriers + t->pool_carriers &&
 				    t->walked_sbcs == t->sbcs_carriers;
