@@ -20,7 +20,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <locale.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,7 +28,6 @@
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
-#include <wchar.h>
 
 #define MAX_WINDOW 3600
 
@@ -161,27 +159,6 @@ static int term_open(void)
 	return 0;
 }
 
-/* Display columns of code point CP (0 for combining and zero-width
- * characters, 2 for wide ones; the text is clean: 1 for anything wcwidth
- * does not know). */
-static int cp_width(uint32_t cp)
-{
-	static locale_t utf8;
-	static bool tried;
-	if (cp < 0x7f)
-		return 1;
-	if (!tried) {
-		tried = true;
-		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-	}
-	if (!utf8)
-		return 1;
-	locale_t old = uselocale(utf8);
-	int w = wcwidth((wchar_t)cp);
-	uselocale(old);
-	return w < 0 ? 1 : w;
-}
-
 static void term_size(int *rows, int *cols)
 {
 	struct winsize ws;
@@ -221,7 +198,7 @@ static void put(struct screen *sc, const char *s, size_t n)
 	sc->len += n;
 }
 
-/* One line of at most cols columns (UTF-8 aware; text is clean already),
+/* One line of at most cols display columns (xb_display_fit; text is clean already),
  * then clear to the end of the line. */
 static void line(struct screen *sc, const char *fmt, ...) XB_PRINTF(2, 3);
 static void line(struct screen *sc, const char *fmt, ...)
@@ -233,17 +210,7 @@ static void line(struct screen *sc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	size_t n = 0, len = strlen(buf);
-	int col = 0;
-	while (n < len) {
-		uint32_t cp;
-		size_t k = xb_utf8_next(buf + n, len - n, &cp);
-		int w = cp_width(cp);
-		if (col + w > sc->cols)
-			break;
-		col += w;
-		n += k;
-	}
+	size_t n = xb_display_fit(buf, strlen(buf), sc->cols, NULL);
 	put(sc, buf, n);
 	put(sc, "\033[K", 3);
 	if (++sc->row < sc->rows)

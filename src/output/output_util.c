@@ -5,8 +5,10 @@
 #include "xb/common.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 size_t xb_utf8_next(const char *str, size_t len, uint32_t *cp)
 {
@@ -52,6 +54,42 @@ size_t xb_utf8_next(const char *str, size_t len, uint32_t *cp)
 	}
 	*cp = v;
 	return need;
+}
+
+int xb_cp_width(uint32_t cp)
+{
+	static locale_t utf8;
+	static bool tried;
+	if (cp >= 0x20 && cp < 0x7f)
+		return 1;
+	if (!tried) {
+		tried = true;
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	}
+	if (!utf8)
+		return 1;
+	locale_t old = uselocale(utf8);
+	int w = wcwidth((wchar_t)cp);
+	uselocale(old);
+	return w < 0 ? 1 : w;
+}
+
+size_t xb_display_fit(const char *s, size_t len, int cols, int *used)
+{
+	size_t n = 0;
+	int col = 0;
+	while (n < len) {
+		uint32_t cp;
+		size_t k = xb_utf8_next(s + n, len - n, &cp);
+		int w = xb_cp_width(cp);
+		if (col + w > cols)
+			break;
+		col += w;
+		n += k;
+	}
+	if (used)
+		*used = col;
+	return n;
 }
 
 /* One character of display text for code point CP (K bytes at RAW) into O

@@ -1304,6 +1304,21 @@ static void t_display_name(void)
 	expect_display("\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8\xad\xe6\x96\x87"); /* wide, but visible */
 }
 
+/* --live's lines: display columns, not code points */
+static void t_display_fit(void)
+{
+	static const char cjk[] = "\xe4\xb8\xad\xe6\x96\x87:f/1"; /* two wide characters, then 4 narrow */
+	int used = -1;
+	CHECK(xb_display_fit(cjk, strlen(cjk), 80, &used) == strlen(cjk) && used == 8, "all of it: %d columns", used);
+	CHECK(xb_display_fit(cjk, strlen(cjk), 3, &used) == 3 && used == 2, "3 columns: one wide character (%d)",
+	      used);
+	CHECK(xb_display_fit(cjk, strlen(cjk), 1, &used) == 0 && used == 0, "1 column: no half of a wide one");
+	static const char comb[] = "e\xcc\x81x"; /* e + COMBINING ACUTE, x */
+	CHECK(xb_display_fit(comb, strlen(comb), 2, &used) == strlen(comb) && used == 2,
+	      "a combining mark takes no column (%d)", used);
+	CHECK(xb_cp_width('a') == 1 && xb_cp_width(0x4e2d) == 2 && xb_cp_width(0x301) == 0, "widths");
+}
+
 /* Names in the table and in folded stacks (xb_text_clean): display text,
  * and in folded output ';' (the frame separator) as ':', so that a name
  * can neither split a frame nor, with a newline, forge a line. */
@@ -1733,6 +1748,7 @@ int main(int argc, char **argv)
 	run_case("demangle", t_demangle);
 	run_case("utf8_next", t_utf8_next);
 	run_case("display_name", t_display_name);
+	run_case("display_fit", t_display_fit);
 	run_case("text_clean_folded", t_text_clean);
 	run_case("intern_file_attribute", t_intern_file_attribute);
 	run_case("xml_escape", t_xml_escape);
