@@ -18,7 +18,7 @@ import resource
 import subprocess
 import time
 
-from xbtest import (asan, bpf_refused, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, skip_because, suite,
+from xbtest import (alone, asan, bpf_refused, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, skip_because, suite,
                     timeout, tmpdir, tool_path)
 from xbsample import loaded_functions, wait_running  # noqa: E402
 
@@ -184,6 +184,7 @@ def test_bpf_thread_map_full():
 
 
 @timeout(400)
+@alone("20,000 threads: most of kernel.pid_max, and their kernel stacks")
 def test_20000_threads():
     """A VM that grows from 16,000 threads past 16,384 mid-run (to 20,000),
     under ulimit -n 65536: on the default path none is lost, silently or
