@@ -55,8 +55,9 @@ static void write_all(int fd, const char *p, size_t n)
 /* (async-signal-safe: write and tcsetattr only) */
 static void term_leave(void)
 {
-	/* cursor on, main screen back */
-	static const char bye[] = "\033[?25h\033[?1049l";
+	/* main screen back, then the cursor on (a terminal that keeps the
+	 * cursor's mode with the screen it saved has it on either way) */
+	static const char bye[] = "\033[?1049l\033[?25h";
 	write_all(term.out, bye, sizeof(bye) - 1);
 	if (term.have_saved)
 		tcsetattr(term.in, TCSAFLUSH, &term.saved);
@@ -100,8 +101,11 @@ static void term_signal(int sig)
 		errno = e;
 		return;
 	}
-	if (sig == SIGCONT) { /* continued (after ^Z): the screen again */
-		term_enter();
+	if (sig == SIGCONT) {
+		/* continued: after ^Z the SIGTSTP handler below takes the
+		 * screen again; after a SIGSTOP it was never left (entering
+		 * it twice would save the hidden cursor as the state to go
+		 * back to).  Either way: draw again at once. */
 		term_redraw = 1;
 		errno = e;
 		return;

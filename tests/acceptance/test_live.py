@@ -197,12 +197,14 @@ def test_live_signals_restore_the_terminal():
         live = "env EXTROSPECT_LAYOUT_UNPROVEN=1 %s --live %d" % (tool_path(TOOL), fx.pid)
         # bash with job control: the tool in a process group of its own
         # (a stop in an orphaned one is discarded), fg after ^Z
-        go = os.path.join(d, "go")
-        cmd = ("bash -c 'set -m; ulimit -c 0; %s; echo $? > %s; stty -a > %s; while [ ! -e %s ]; do sleep 0.05; "
-               "done; fg; echo $? > %s; stty -a > %s; "
-               "%s; echo $? > %s; stty -a > %s; %s; echo $? > %s; stty -a > %s; "
-               "sleep 60'" % (live, f["rc1"], f["stty1"], go, f["rc2"], f["stty2"], live, f["rc3"], f["stty3"],
-                              live, f["rc4"], f["stty4"]))
+        # each step waits for the test's go-file (GO1..GO3) before the
+        # next, so that the terminal is looked at before it moves on
+        go = [os.path.join(d, "go%d" % i) for i in (1, 2, 3)]
+        wait = "while [ ! -e %s ]; do sleep 0.05; done"
+        cmd = ("bash -c 'set -m; ulimit -c 0; %s; echo $? > %s; stty -a > %s; %s; fg; echo $? > %s; "
+               "stty -a > %s; %s; %s; echo $? > %s; stty -a > %s; %s; %s; echo $? > %s; stty -a > %s; "
+               "sleep 60'" % (live, f["rc1"], f["stty1"], wait % go[0], f["rc2"], f["stty2"], wait % go[1],
+                              live, f["rc3"], f["stty3"], wait % go[2], live, f["rc4"], f["stty4"]))
         tm = Tmux(cmd)
         try:
             def drawn():
@@ -227,12 +229,13 @@ def test_live_signals_restore_the_terminal():
             check(terminal_sane(stty, alt, cursor), "terminal not restored while stopped by ^Z: alternate screen "
                   "%s, cursor %s" % (alt, cursor), stty)
             # fg: the screen again, then q
-            open(go, "w").close()
+            open(go[0], "w").close()
             check(drawn(), "after fg, --live did not draw again", tm.screen())
             tm.keys("q")
             rc, stty, alt, cursor = after(2)
             check(rc == 0 and terminal_sane(stty, alt, cursor), "q after ^Z and fg: exit %d, alternate screen "
                   "%s, cursor %s" % (rc, alt, cursor), stty)
+            open(go[1], "w").close()
             check(drawn(), "the second --live never drew", tm.screen())
             tm.keys("C-\\")
             rc, stty, alt, cursor = after(3)
@@ -240,6 +243,7 @@ def test_live_signals_restore_the_terminal():
             check(rc == 128 + 3, "after ^\\ exit %d, not SIGQUIT's (131)" % rc)
             check(terminal_sane(stty, alt, cursor), "terminal not restored after ^\\: alternate screen %s, "
                   "cursor %s" % (alt, cursor), stty)
+            open(go[2], "w").close()
             check(drawn(), "the third --live never drew", tm.screen())
 
             def live_pid():
