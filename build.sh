@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 
 # Every binary this build must produce (relative to the build directory).
 # tests/lib/xbtest.py (BUILD_OUTPUTS) checks the same list for staleness.
-OUTPUTS="erlang-sample erlang-write-perf-map erlang-heapsample xb-gen-release events_only format_bench
+OUTPUTS="erlang-sample erlang-write-perf-map erlang-heapsample xb-gen-release events_only format_bench maps_bench
 	tests/unit/test_unit tests/tools/bpf_capture_check tests/tools/xb-format-writer"
 
 need=""

@@ -86,6 +86,13 @@ int xb_bpf_configure(struct xb_bpf *b, const struct xb_bpf_cfg *cfg);
  * ErtsSchedulerData.current_process, 0 for other threads), then
  * PERF_EVENT_IOC_SET_BPF.  An event can carry one program only. */
 int xb_bpf_attach(struct xb_bpf *b, int perf_fd, pid_t tid, uint64_t cur_proc_slot);
+/* xb_bpf_attach's return when the threads map is full (the thread is not
+ * sampled; xb_err says so). */
+#define XB_BPF_FULL (-2)
+/* The most threads the map holds: sized at xb_bpf_open from the fd limit
+ * (one fd per thread's event), between 16,384 and XB_BPF_MAX_THREADS. */
+#define XB_BPF_MAX_THREADS (1u << 18)
+uint32_t xb_bpf_max_threads(const struct xb_bpf *b);
 /* Forget TID (it exited; tids are reused).  Its event detaches on close. */
 void xb_bpf_detach_thread(struct xb_bpf *b, pid_t tid);
 /* The ring buffer's epoll-able fd (readable when the ring is half full). */

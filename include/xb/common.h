@@ -94,6 +94,7 @@ enum xb_overrun {
 	XB_OVR_STACK_BYTES,     /* one sample's live stack walk hit its byte cap */
 	XB_OVR_DISCOVERY,       /* discovery of unnamed globals gave up (effort) */
 	XB_OVR_CODEMAP_KEPT,    /* --pstack: too many code map versions kept */
+	XB_OVR_MAPS,            /* the target's mappings past XB_MAPS_MAX_LINES */
 	XB_OVR_COUNT
 };
 extern uint64_t xb_overruns[XB_OVR_COUNT];

@@ -12,7 +12,9 @@
  * binaries by kind, bignums, floats, funs, references and external
  * identifiers.  Immediates live inside the object that holds them.
  *
- * Bounded: up to max_words words are read.  A larger heap is sampled:
+ * Bounded: up to max_words words are read.  A larger heap is sampled
+ * (and the sampled walk reads at most twice max_words in all, the search
+ * for object boundaries included):
  * chunks of chunk_words words start at random places (one per stratum of
  * the heap), each synchronised on an object boundary first (a header
  * whose object, and the objects after it, parse as valid terms); shares
@@ -55,7 +57,8 @@ struct xb_hw_result {
 	uint64_t offheap_bin_bytes;  /* ProcBin sizes (OTP 25-26) */
 	struct xb_hw_kind *kinds;    /* sorted by words, largest first */
 	size_t nkinds;
-	char method[200];
+	bool budget_spent;           /* a sampled walk stopped at its read budget (2 x max_words) */
+	char method[400];
 	unsigned reads;              /* 2: the heap moved under the first read (a GC), read again */
 };
 

@@ -20,10 +20,19 @@
  * practice: what Python's bytes.decode("utf-8", "replace") does). */
 size_t xb_utf8_next(const char *s, size_t len, uint32_t *cp);
 
+/* Display columns of code point CP on a terminal (wcwidth in C.UTF-8,
+ * whatever the process's locale): 0 for combining and zero-width
+ * characters, 2 for wide ones, 1 for what wcwidth does not know. */
+int xb_cp_width(uint32_t cp);
+/* Bytes of S (LEN bytes of UTF-8) that fit in COLS display columns, whole
+ * characters only; *USED (if not NULL) gets the columns they take. */
+size_t xb_display_fit(const char *s, size_t len, int cols, int *used);
+
 /* A name as text to show (SVG, pprof): valid UTF-8 without control
  * characters.  Invalid sequences become U+FFFD; TAB, LF, CR become "\t",
- * "\n", "\r"; other C0 controls and DEL "\xHH"; C1 controls "\u0080".."\u009f".
- * Malloc'd; NULL when memory runs out. */
+ * "\n", "\r"; other C0 controls and DEL "\xHH"; C1 controls "\u0080".."\u009f";
+ * bidirectional controls and zero-width characters "\u202e" (the
+ * supplementary ones "\U000e0001").  Malloc'd; NULL when memory runs out. */
 char *xb_display_name(const char *raw);
 /* The same into BUF (LEN bytes, NUL included; cut at a whole character);
  * returns the length. */

@@ -63,6 +63,8 @@ struct xb_prompt_stats {
 	uint64_t malformed;  /* records that failed to decode */
 	uint64_t read_ns;    /* time spent reading and copying, all readers */
 	uint64_t syscalls;   /* process_vm_readv calls */
+	uint64_t slots;      /* the table of schedulers' current_process slots */
+	uint64_t slot_full;  /* threads it had no room for (their processes read live) */
 };
 void xb_prompt_stats(const struct xb_prompt *p, struct xb_prompt_stats *st);
 

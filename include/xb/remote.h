@@ -24,7 +24,15 @@ struct xb_region {
 struct xb_remote {
 	pid_t pid;
 	struct xb_maps maps;
-	uint64_t maps_time_ns; /* when maps were last read */
+	uint64_t maps_time_ns; /* when maps were last read (the read's end) */
+	/* What the last read of the maps cost (reading and, when the text
+	 * changed, parsing): refreshes are spaced by a multiple of it, so a
+	 * target with many mappings cannot make them most of the tool's
+	 * work.  maps_gen counts the changes (a refresh that found the same
+	 * text keeps the parsed maps and the generation). */
+	uint64_t maps_cost_ns, maps_gen;
+	char *maps_text; /* the text maps was parsed from */
+	size_t maps_text_len;
 	uint64_t reads, failures;
 	bool gone; /* the process has exited */
 	/* Memory captured with the sample being processed (the overlay): a
@@ -55,7 +63,8 @@ int xb_remote_open(struct xb_remote *r, pid_t pid);
  * reused)?  Sets r->gone when not. */
 bool xb_remote_alive(struct xb_remote *r);
 void xb_remote_close(struct xb_remote *r);
-/* Re-read the maps (rate-limited unless force). */
+/* Re-read the maps (rate-limited unless force: at most every 20 ms, or
+ * 10 times what the last read cost, counted from its end). */
 int xb_remote_refresh(struct xb_remote *r, bool force);
 int xb_read(struct xb_remote *r, uint64_t addr, void *buf, size_t len);
 int xb_read_u64(struct xb_remote *r, uint64_t addr, uint64_t *v);

@@ -72,8 +72,13 @@ struct xb_sampler_opts {
 	bool bpf;
 	/* Called once a thread's event is open (again after a re-open), with
 	 * the thread's kind and number known: e.g. xb_bpf_attach.  -1 (with
-	 * xb_fail) makes xb_sampler_open / _scan_threads fail. */
+	 * xb_fail) makes xb_sampler_open / _scan_threads fail; -2: this
+	 * thread cannot be sampled (no room: counted unsampled, ENOSPC). */
 	int (*attach)(void *arg, int fd, const struct xb_thread *t);
+	/* At most this many threads with events (0: no limit but the fds'):
+	 * the rest are counted unsampled (ENOSPC) without an event opened
+	 * (e.g. BPF capture's thread map). */
+	size_t max_threads;
 	void *attach_arg;
 	/* Called when a thread's event is closed for good (it exited): e.g.
 	 * xb_bpf_detach_thread, so the BPF thread map does not grow. */

@@ -55,6 +55,7 @@ struct xb_unwinder {
 	/* Modules reported to or dropped from libdwfl since we attached
 	 * (xb_unwinder_refresh_modules). */
 	uint64_t modules_changed, last_module_scan_ns;
+	uint64_t maps_gen_seen; /* mem->maps_gen the modules were last matched with */
 	/* rbx of the frame below, carried up past frames that keep it (see
 	 * take_regs in unwind.c) */
 	uint64_t rbx;
@@ -68,7 +69,9 @@ int xb_unwinder_init(struct xb_unwinder *u, struct xb_remote *mem, struct xb_sym
 		     pid_t pid, xb_is_erlang_pc f, void *arg, unsigned max_depth);
 /* Re-read the maps and bring libdwfl's modules up to date: libraries
  * mapped since we attached, and ones unmapped or replaced (a NIF library
- * unloaded, another mapped at its address).  Rate-limited (100 ms); called
+ * unloaded, another mapped at its address).  Rate-limited (100 ms, or 10
+ * times what reading the maps costs; nothing to do when they have not
+ * changed); called
  * when a sample runs into unknown code, and periodically.  True when
  * modules changed: names cached per pc must be dropped. */
 bool xb_unwinder_refresh_modules(struct xb_unwinder *u);

@@ -76,6 +76,7 @@ static const char *const overrun_names[XB_OVR_COUNT] = {
 	[XB_OVR_STACK_BYTES] = "stack walk bytes",
 	[XB_OVR_DISCOVERY] = "discovery effort",
 	[XB_OVR_CODEMAP_KEPT] = "code map versions kept",
+	[XB_OVR_MAPS] = "mappings past the cap",
 };
 
 void xb_overrun(enum xb_overrun what, const char *fmt, ...)

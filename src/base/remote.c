@@ -113,6 +113,8 @@ bool xb_remote_alive(struct xb_remote *r)
 void xb_remote_close(struct xb_remote *r)
 {
 	xb_maps_free(&r->maps);
+	free(r->maps_text);
+	r->maps_text = NULL;
 	if (r->pidfd > 0)
 		close(r->pidfd);
 	r->pidfd = -1;
@@ -155,25 +157,56 @@ uint64_t xb_remote_overlay_span(const struct xb_remote *r, uint64_t addr)
 	return g ? g->len - (addr - g->addr) : 0;
 }
 
+/* Once per run: the target has more mappings than are kept. */
+static void maps_truncated(struct xb_remote *r)
+{
+	xb_overrun(XB_OVR_MAPS, "process %d has more than %u mappings (or %u MiB of /proc/%d/maps); "
+		   "reads beyond the first ones fail", (int)r->pid, XB_MAPS_MAX_LINES,
+		   XB_MAPS_MAX_BYTES >> 20, (int)r->pid);
+}
+
 int xb_remote_refresh(struct xb_remote *r, bool force)
 {
 	if (r->snapshot_only)
 		return -1;
-	uint64_t now = xb_now_ns();
-	if (!force && now - r->maps_time_ns < MAPS_REFRESH_MIN_NS)
+	uint64_t t0 = xb_now_ns();
+	uint64_t gap = 10 * r->maps_cost_ns;
+	if (gap < MAPS_REFRESH_MIN_NS)
+		gap = MAPS_REFRESH_MIN_NS;
+	if (!force && t0 - r->maps_time_ns < gap)
 		return -1;
-	struct xb_maps m;
-	if (xb_maps_read(r->pid, &m) < 0) {
+	size_t len;
+	bool truncated;
+	char *text = xb_maps_text(r->pid, &len, &truncated);
+	if (!text) {
 		xb_remote_alive(r);
 		return -1;
 	}
 	if (!xb_remote_alive(r)) { /* the maps may be another process's */
-		xb_maps_free(&m);
+		free(text);
 		return xb_fail("process %d exited", (int)r->pid);
 	}
-	xb_maps_free(&r->maps);
-	r->maps = m;
-	r->maps_time_ns = now;
+	if (r->maps_text && len == r->maps_text_len && memcmp(text, r->maps_text, len) == 0) {
+		/* nothing changed: keep what was parsed */
+		free(text);
+	} else {
+		struct xb_maps m;
+		if (xb_maps_parse_n(text, len, &m) < 0) {
+			free(text);
+			return -1;
+		}
+		m.truncated = m.truncated || truncated;
+		if (m.truncated)
+			maps_truncated(r);
+		xb_maps_free(&r->maps);
+		free(r->maps_text);
+		r->maps = m;
+		r->maps_text = text;
+		r->maps_text_len = len;
+		r->maps_gen++;
+	}
+	r->maps_time_ns = xb_now_ns();
+	r->maps_cost_ns = r->maps_time_ns - t0;
 	return 0;
 }
 

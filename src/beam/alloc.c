@@ -326,6 +326,10 @@ struct walk {
 	uint64_t pages_read;
 	uint64_t visited;
 	bool bounded;
+	/* the current type's lists: one looped (its carriers not all
+	 * counted once; the next types are still walked) */
+	bool looped;
+	int loops;
 	/* pool sentinels already walked */
 	uint64_t sentinels[XB_ALLOC_MAX_TYPES];
 	int nsent;
@@ -409,8 +413,10 @@ static void walk_list(struct walk *w, struct xb_alloc_info *ai, struct xb_alloc_
 		      bool sbc, bool aoff, uint64_t hdr)
 {
 	uint64_t c = first;
+	struct xb_cycle cy;
+	xb_cycle_init(&cy, first);
 	while (c) {
-		if (w->visited >= MAX_CARRIERS) {
+		if (w->visited >= MAX_CARRIERS || xb_interrupted) {
 			w->bounded = true;
 			return;
 		}
@@ -419,6 +425,12 @@ static void walk_list(struct walk *w, struct xb_alloc_info *ai, struct xb_alloc_
 		if (xb_read_u64(&w->vm->mem, c + (uint64_t)o(w->vm, XB_F_CARRIER_NEXT), &next) < 0)
 			return;
 		c = next;
+		if (c && xb_cycle_seen(&cy, c)) {
+			/* not a list the VM keeps: this type is not walked */
+			w->looped = true;
+			w->loops++;
+			return;
+		}
 	}
 }
 
@@ -436,6 +448,8 @@ static void walk_pool(struct walk *w, struct xb_alloc_info *ai, struct xb_alloc_
 	if (w->nsent < XB_ALLOC_MAX_TYPES)
 		w->sentinels[w->nsent++] = sentinel;
 	uint64_t p = sentinel;
+	struct xb_cycle cy;
+	xb_cycle_init(&cy, sentinel);
 	for (;;) {
 		uint64_t next;
 		if (xb_read_u64(&vm->mem, p + (uint64_t)o(vm, XB_F_CPOOLDATA_NEXT), &next) < 0)
@@ -443,7 +457,13 @@ static void walk_pool(struct walk *w, struct xb_alloc_info *ai, struct xb_alloc_
 		next &= ~(uint64_t)CPOOL_PTR_MRKS;
 		if (!next || next == sentinel)
 			return;
-		if (w->visited >= MAX_CARRIERS) {
+		/* a ring that does not come back to its sentinel */
+		if (xb_cycle_seen(&cy, next)) {
+			w->looped = true;
+			w->loops++;
+			return;
+		}
+		if (w->visited >= MAX_CARRIERS || xb_interrupted) {
 			w->bounded = true;
 			return;
 		}
@@ -545,6 +565,7 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 		if (!t)
 			break;
 		t->thr_spec = ts;
+		w.looped = false;
 		for (uint32_t k = 0; k < ninst; k++) {
 			if (!inst[k])
 				continue;
@@ -582,13 +603,21 @@ int xb_alloc_read(struct xb_vm *vm, struct xb_alloc_info *ai, unsigned flags)
 				t->largest_known = aoff;
 			}
 		}
+		/* a loop's carriers were counted more than once before it was
+		 * seen: what is resident in carriers is not known */
+		if (w.looped)
+			ai->resident_known = false;
 		if (ai->walked)
-			t->walked = !w.bounded && t->walked_mbcs == t->mbcs_carriers + t->pool_carriers &&
+			t->walked = !w.bounded && !w.looped && t->walked_mbcs == t->mbcs_carriers + t->pool_carriers &&
 				    t->walked_sbcs == t->sbcs_carriers;
 	}
 	ai->carriers_walked = w.visited;
 	if (w.bounded)
-		snprintf(ai->note, sizeof(ai->note), "stopped after %d carriers", MAX_CARRIERS);
+		snprintf(ai->note, sizeof(ai->note), "stopped after %llu carriers%s",
+			 (unsigned long long)w.visited, xb_interrupted ? " (interrupted)" : "");
+	else if (w.loops)
+		snprintf(ai->note, sizeof(ai->note), "%d carrier list%s loop%s (those types not walked)", w.loops,
+			 w.loops == 1 ? "" : "s", w.loops == 1 ? "s" : "");
 	if (w.pagemap >= 0)
 		close(w.pagemap);
 	free(a);

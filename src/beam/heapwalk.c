@@ -393,30 +393,71 @@ static void chunk_end(struct walk *w)
 	w->nchunks++;
 }
 
+static int by_lo(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Was address A walked?  RANGES sorted by lo, each hi replaced by the
+ * largest hi up to it (ranges may overlap where an object crossed a
+ * chunk's end). */
+static bool walked_at(const struct range *v, size_t n, uint64_t a)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) { /* the first range with lo > a */
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && a < v[lo - 1].hi;
+}
+
 /* Keys tuples walked before the map that refers to them were counted as
- * tuples: move them to maps. */
+ * tuples: move them to maps.  The target chooses how many keys there are
+ * (up to a third of the words walked): each is found among the walked
+ * ranges by a binary search, their headers read in batches, and ^C ends
+ * the pass (the shares then count those keys as tuples). */
 static void fix_keys(struct walk *w)
 {
-	for (size_t j = 0; j < w->keys.cap; j++) {
-		uint64_t a = w->keys.addr[j], hw[2];
-		if (!a || w->keys.state[j] != 1)
-			continue;
-		bool walked = false;
-		for (size_t k = 0; k < w->nranges && !walked; k++)
-			walked = a >= w->ranges[k].lo && a < w->ranges[k].hi;
-		if (!walked || xb_read(&w->vm->mem, a, hw, 16) < 0 || w->subtag[(hw[0] >> 2) & 0xf] != XB_ST_TUPLE)
-			continue;
-		uint64_t ar = hw[0] >> 6;
-		if (!ar || ar >= (1u << 24))
-			continue;
-		size_t from = kind_ix(w, xb_is_atom(hw[1]) ? K_REC : K_TUPLE, hw[1]), to = kind_ix(w, K_MAP, 0);
-		if (w->kinds[from].words < 1 + ar || !w->kinds[from].objects)
-			continue;
-		w->kinds[from].words -= 1 + ar;
-		w->kinds[from].objects--;
-		w->kinds[to].words += 1 + ar;
-		w->kinds[to].objects++;
-		w->keys.state[j] = 2;
+	enum { BATCH = 1024 };
+	if (w->nranges > 1) {
+		qsort(w->ranges, w->nranges, sizeof(*w->ranges), by_lo);
+		for (size_t k = 1; k < w->nranges; k++)
+			if (w->ranges[k].hi < w->ranges[k - 1].hi)
+				w->ranges[k].hi = w->ranges[k - 1].hi;
+	}
+	struct xb_readreq q[BATCH];
+	size_t slot[BATCH];
+	uint64_t hw[BATCH][2];
+	for (size_t j = 0; j < w->keys.cap && !xb_interrupted;) {
+		size_t n = 0;
+		for (; j < w->keys.cap && n < BATCH; j++) {
+			uint64_t a = w->keys.addr[j];
+			if (!a || w->keys.state[j] != 1 || !walked_at(w->ranges, w->nranges, a))
+				continue;
+			q[n] = (struct xb_readreq){ a, hw[n], 16, false };
+			slot[n++] = j;
+		}
+		xb_read_many(&w->vm->mem, q, n);
+		for (size_t i = 0; i < n; i++) {
+			if (!q[i].ok || w->subtag[(hw[i][0] >> 2) & 0xf] != XB_ST_TUPLE)
+				continue;
+			uint64_t ar = hw[i][0] >> 6;
+			if (!ar || ar >= (1u << 24))
+				continue;
+			size_t from = kind_ix(w, xb_is_atom(hw[i][1]) ? K_REC : K_TUPLE, hw[i][1]),
+			       to = kind_ix(w, K_MAP, 0);
+			if (w->kinds[from].words < 1 + ar || !w->kinds[from].objects)
+				continue;
+			w->kinds[from].words -= 1 + ar;
+			w->kinds[from].objects--;
+			w->kinds[to].words += 1 + ar;
+			w->kinds[to].objects++;
+			w->keys.state[slot[i]] = 2;
+		}
 	}
 }
 
@@ -440,7 +481,14 @@ struct area {
 	const char *what;
 };
 
-static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area *a, size_t *na, uint64_t *total)
+/* Heap fragments beyond the MAX_AREAS walked. */
+struct frags_left {
+	uint64_t left, left_words;
+	bool more; /* and more than MAX_FRAGS in all: the rest not counted */
+};
+
+static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area *a, size_t *na, uint64_t *total,
+			 struct frags_left *fx)
 {
 	struct xb_vm *vm = t->vm;
 	size_t n = 0;
@@ -451,7 +499,10 @@ static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area
 		a[n++] = (struct area){ p->old_heap, (p->old_htop - p->old_heap) / 8, "old heap" };
 	int64_t onext = vm->off[XB_F_HFRAG_NEXT], oused = vm->off[XB_F_HFRAG_USED_SIZE], omem = vm->off[XB_F_HFRAG_MEM];
 	uint64_t f = p->mbuf;
-	for (int k = 0; f && k < MAX_FRAGS && onext >= 0 && oused >= 0 && omem >= 0; k++) {
+	struct xb_cycle c;
+	xb_cycle_init(&c, f);
+	int k;
+	for (k = 0; f && k < MAX_FRAGS && onext >= 0 && oused >= 0 && omem >= 0; k++) {
 		uint64_t next, used;
 		if (xb_read_u64(&vm->mem, f + (uint64_t)onext, &next) < 0 ||
 		    xb_read_u64(&vm->mem, f + (uint64_t)oused, &used) < 0)
@@ -461,12 +512,23 @@ static int collect_areas(struct xb_ptab *t, const struct xb_proc *p, struct area
 		 * to a small total) */
 		if (used > XB_MAX_HEAP_WORDS)
 			return xb_fail("a heap fragment of %llu words: not one the VM keeps", (unsigned long long)used);
-		if (used && n < MAX_AREAS)
+		if (used && n < MAX_AREAS) {
 			a[n++] = (struct area){ f + (uint64_t)omem, used, "heap fragment" };
+		} else if (used) {
+			/* past MAX_AREAS: not walked, and then nothing is exact */
+			fx->left++;
+			fx->left_words += used;
+		}
 		f = next;
+		/* a chain that comes back to a fragment would count its words
+		 * again and again */
+		if (f && xb_cycle_seen(&c, f))
+			return xb_fail("the process's heap fragment chain loops: not one the VM keeps");
 		if (xb_interrupted)
 			return xb_fail("interrupted");
 	}
+	if (f && k == MAX_FRAGS)
+		fx->more = true; /* the rest not even counted */
 	for (size_t i = 0; i < n; i++)
 		*total += a[i].words; /* each below 2^61 (a heap is a range of addresses), at most 4096 of them */
 	*na = n;
@@ -479,6 +541,7 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	struct xb_vm *vm = t->vm;
 	struct area *areas = calloc(MAX_AREAS, sizeof(*areas));
 	struct reader r = { .vm = vm, .buf = malloc(WIN * 8) };
+	uint32_t *order = NULL;
 	size_t na = 0;
 	int rc = -1;
 	if (!areas || !r.buf) {
@@ -487,9 +550,15 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	}
 	if (xb_proc_read(t, slot, 0, &res->proc) < 0)
 		goto out;
-	if (collect_areas(t, &res->proc, areas, &na, &res->words_total) < 0)
+	struct frags_left fx = { 0, 0, false };
+	if (collect_areas(t, &res->proc, areas, &na, &res->words_total, &fx) < 0)
 		goto out;
 	uint64_t maxw = o->max_words ? o->max_words : DEF_MAX_WORDS;
+	/* What a sampled walk may read in all, the search for object
+	 * boundaries included: a heap where every word looks like a header
+	 * and no run of SYNC_OBJECTS objects parses would make each chunk's
+	 * search read SYNC_OBJECTS tail windows per word. */
+	uint64_t budget = 2 * maxw;
 	/* 256 chunks per read: strata small enough that a heap made of a
 	 * few large uniform regions (what a copying GC leaves) is still
 	 * estimated well */
@@ -520,17 +589,51 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 		size_t nfrag = 0;
 		for (size_t k = 0; k < na; k++)
 			nfrag += areas[k].what[0] == 'h';
-		snprintf(res->method, sizeof(res->method),
-			 "every word read (young heap, old heap, %zu heap fragment%s): exact shares", nfrag,
-			 nfrag == 1 ? "" : "s");
+		if (fx.left || fx.more) {
+			/* not everything: shares of what was read, no claim of
+			 * exactness (the total counts what was left) */
+			res->whole = false;
+			snprintf(res->method, sizeof(res->method),
+				 "every word read of the young heap, old heap and first %zu heap fragments; "
+				 "%llu%s more heap fragments (%llu words) not read: shares of what was read",
+				 nfrag, (unsigned long long)fx.left, fx.more ? "+" : "",
+				 (unsigned long long)fx.left_words);
+		} else {
+			snprintf(res->method, sizeof(res->method),
+				 "every word read (young heap, old heap, %zu heap fragment%s): exact shares", nfrag,
+				 nfrag == 1 ? "" : "s");
+		}
 	} else {
 		uint64_t seed = o->seed ? o->seed : xb_now_ns();
 		uint64_t nch = maxw / cw, stratum = res->words_total / nch;
-		for (uint64_t j = 0; j < nch; j++) {
+		/* The strata in a random order: a walk the budget ends early
+		 * has read a random subset of them, not the heap's start. */
+		order = malloc(nch * sizeof(*order));
+		if (!order) {
+			xb_fail("out of memory");
+			goto out;
+		}
+		for (uint64_t j = 0; j < nch; j++)
+			order[j] = (uint32_t)j;
+		for (uint64_t j = nch - 1; j > 0; j--) {
+			uint64_t x = rng_next(&seed) % (j + 1);
+			uint32_t tmp = order[j];
+			order[j] = order[x];
+			order[x] = tmp;
+		}
+		bool spent = false;
+		uint64_t tried = 0;
+		for (uint64_t jj = 0; jj < nch && !spent; jj++) {
+			uint64_t j = order[jj];
 			if (xb_interrupted) {
 				xb_fail("interrupted while the heap was read");
 				goto out;
 			}
+			if (r.read >= budget) {
+				spent = true;
+				break;
+			}
+			tried++;
 			uint64_t g = j * stratum + (stratum > cw ? rng_next(&seed) % (stratum - cw) : 0);
 			size_t k = 0;
 			while (k < na && g >= areas[k].words) {
@@ -547,6 +650,10 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			for (; i < end && !synced; i++) {
 				uint64_t h, ext, atom, q;
 				enum kid id;
+				if (r.read >= budget) {
+					spent = true;
+					break;
+				}
 				if (!rd(&r, i, &h) || (h & 3))
 					continue;
 				q = i;
@@ -568,11 +675,23 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 			chunk_end(w);
 			res->chunks++;
 		}
-		snprintf(res->method, sizeof(res->method),
-			 "sampled (--max-words): %u chunks of %llu words at random places;\n"
-			 "%llu words read; shares are estimates with a 95%% interval",
-			 res->chunks, (unsigned long long)cw, (unsigned long long)r.read);
+		if (spent && !res->chunks) {
+			xb_fail("no object boundary found in the heap within the read budget (%llu words read, "
+				"twice --max-words): not a heap the VM keeps", (unsigned long long)r.read);
+			goto out;
+		}
+		int m = snprintf(res->method, sizeof(res->method),
+				 "sampled (--max-words): %u chunks of %llu words at random places;\n"
+				 "%llu words read; shares are estimates with a 95%% interval",
+				 res->chunks, (unsigned long long)cw, (unsigned long long)r.read);
+		if (spent && m > 0 && (size_t)m < sizeof(res->method))
+			snprintf(res->method + m, sizeof(res->method) - (size_t)m,
+				 ";\nthe read budget (twice --max-words) ran out finding object boundaries: "
+				 "%llu of %llu chunks tried, %u without one",
+				 (unsigned long long)tried, (unsigned long long)nch, res->chunks_skipped);
 	}
+	res->budget_spent = r.read >= budget;
+	res->words_total += fx.left_words;
 	/* The heap must not have moved while we read it. */
 	struct xb_proc again;
 	if (xb_proc_read(t, slot, 0, &again) < 0)
@@ -584,6 +703,7 @@ static int walk_once(struct xb_ptab *t, uint32_t slot, const struct xb_hw_opts *
 	}
 	rc = 0;
 out:
+	free(order);
 	free(areas);
 	free(r.buf);
 	return rc;

@@ -462,7 +462,7 @@ void xb_hs_write_rss(FILE *f, const struct xb_alloc_info *ai, const struct xb_hs
 		xb_hs_human(r->anon_rw_rss, a[0], 24), xb_hs_human(r->anon_rw_size, a[1], 24));
 	if (!r->resident_known) {
 		fprintf(f, "  carriers: %s, blocks in them %s; which pages are resident is\n"
-			   "  unknown (/proc/PID/pagemap unreadable)\n",
+			   "  unknown (/proc/PID/pagemap unreadable, or a carrier list loops)\n",
 			xb_hs_human(r->carriers_bytes, a[2], 24), xb_hs_human(r->blocks_bytes, a[3], 24));
 		return;
 	}

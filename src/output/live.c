@@ -6,15 +6,22 @@
  * line), so it works in any terminal and over ssh without terminfo.
  * The terminal is put back (main screen, cursor, line discipline) when the
  * sink is freed, which the session does on q, at the end of --duration and
- * after ^C; an atexit handler covers other exits. */
+ * after ^C; an atexit handler covers other exits, and handlers of SIGTSTP
+ * (^Z: put back, stopped, and taken again on SIGCONT), SIGQUIT (^\) and
+ * SIGHUP (put back, then the signal's default action) the signals that
+ * would otherwise leave the alternate screen, a hidden cursor and no echo.
+ * Widths are display columns (wcwidth in C.UTF-8), not code points. */
 #define _GNU_SOURCE
 #include "xb/outputs.h"
 #include "xb/common.h"
+#include "xb/output_util.h"
 #include "xb/session.h"
 #include "xb/writers.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,18 +52,84 @@ static void write_all(int fd, const char *p, size_t n)
 	}
 }
 
+/* (async-signal-safe: write and tcsetattr only) */
+static void term_leave(void)
+{
+	/* main screen back, then the cursor on (a terminal that keeps the
+	 * cursor's mode with the screen it saved has it on either way) */
+	static const char bye[] = "\033[?1049l\033[?25h";
+	write_all(term.out, bye, sizeof(bye) - 1);
+	if (term.have_saved)
+		tcsetattr(term.in, TCSAFLUSH, &term.saved);
+}
+
+static void term_enter(void)
+{
+	if (term.have_saved) {
+		/* keys without Enter, no echo; ^C still sends SIGINT */
+		struct termios raw = term.saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(term.in, TCSAFLUSH, &raw);
+	}
+	/* alternate screen, cursor off, clear */
+	static const char hello[] = "\033[?1049h\033[?25l\033[H\033[2J";
+	write_all(term.out, hello, sizeof(hello) - 1);
+}
+
+static const int term_signals[] = { SIGTSTP, SIGQUIT, SIGHUP, SIGCONT };
+static struct sigaction term_old[XB_ARRAY_SIZE(term_signals)];
+static volatile sig_atomic_t term_redraw; /* back from a stop: draw at once */
+
 static void term_restore(void)
 {
 	if (!term.active)
 		return;
 	term.active = false;
-	/* cursor on, main screen back */
-	static const char bye[] = "\033[?25h\033[?1049l";
-	write_all(term.out, bye, sizeof(bye) - 1);
-	if (term.have_saved)
-		tcsetattr(term.in, TCSAFLUSH, &term.saved);
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaction(term_signals[i], &term_old[i], NULL);
+	term_leave();
 	if (term.close_in)
 		close(term.in);
+}
+
+static void term_signal(int sig)
+{
+	int e = errno;
+	if (!term.active) {
+		errno = e;
+		return;
+	}
+	if (sig == SIGCONT) {
+		/* continued: after ^Z the SIGTSTP handler below takes the
+		 * screen again; after a SIGSTOP it was never left (entering
+		 * it twice would save the hidden cursor as the state to go
+		 * back to).  Either way: draw again at once. */
+		term_redraw = 1;
+		errno = e;
+		return;
+	}
+	term_leave();
+	/* the signal's own action, with the terminal as it was */
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	sigset_t un;
+	sigemptyset(&un);
+	sigaddset(&un, sig);
+	sigprocmask(SIG_UNBLOCK, &un, NULL);
+	raise(sig); /* SIGTSTP stops here (unless the process group is orphaned) */
+	/* continued: handled again */
+	struct sigaction sa = { .sa_handler = term_signal };
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(sig, &sa, NULL);
+	if (sig == SIGTSTP) {
+		term_enter();
+		term_redraw = 1;
+	}
+	errno = e;
 }
 
 static int term_open(void)
@@ -73,23 +146,20 @@ static int term_open(void)
 		term.close_in = term.in >= 0;
 	}
 	term.have_saved = term.in >= 0 && tcgetattr(term.in, &term.saved) == 0;
-	if (term.have_saved) {
-		/* keys without Enter, no echo; ^C still sends SIGINT */
-		struct termios raw = term.saved;
-		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
-		raw.c_cc[VMIN] = 0;
-		raw.c_cc[VTIME] = 0;
-		tcsetattr(term.in, TCSAFLUSH, &raw);
-	}
 	static bool registered;
 	if (!registered) {
 		atexit(term_restore);
 		registered = true;
 	}
+	struct sigaction sa = { .sa_handler = term_signal };
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaddset(&sa.sa_mask, term_signals[i]);
+	sa.sa_flags = SA_RESTART;
+	for (size_t i = 0; i < XB_ARRAY_SIZE(term_signals); i++)
+		sigaction(term_signals[i], &sa, &term_old[i]);
 	term.active = true;
-	/* alternate screen, cursor off, clear */
-	static const char hello[] = "\033[?1049h\033[?25l\033[H\033[2J";
-	write_all(term.out, hello, sizeof(hello) - 1);
+	term_enter();
 	return 0;
 }
 
@@ -132,7 +202,7 @@ static void put(struct screen *sc, const char *s, size_t n)
 	sc->len += n;
 }
 
-/* One line of at most cols columns (UTF-8 aware; text is clean already),
+/* One line of at most cols display columns (xb_display_fit; text is clean already),
  * then clear to the end of the line. */
 static void line(struct screen *sc, const char *fmt, ...) XB_PRINTF(2, 3);
 static void line(struct screen *sc, const char *fmt, ...)
@@ -144,13 +214,7 @@ static void line(struct screen *sc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	size_t n = 0;
-	int col = 0;
-	for (; buf[n] && col < sc->cols; col++) {
-		n++;
-		while ((buf[n] & 0xc0) == 0x80) /* continuation bytes */
-			n++;
-	}
+	size_t n = xb_display_fit(buf, strlen(buf), sc->cols, NULL);
 	put(sc, buf, n);
 	put(sc, "\033[K", 3);
 	if (++sc->row < sc->rows)
@@ -411,6 +475,10 @@ static void tick(struct xb_sink *k, struct xb_session *s)
 			lv->by_total = !lv->by_total;
 			redraw = true;
 		}
+	}
+	if (term_redraw) { /* back from ^Z: the screen was cleared */
+		term_redraw = 0;
+		redraw = true;
 	}
 	double now = (double)xb_now_ns() / 1e9;
 	if (redraw || (!lv->paused && now >= lv->next_draw)) {

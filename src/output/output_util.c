@@ -5,8 +5,10 @@
 #include "xb/common.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 size_t xb_utf8_next(const char *str, size_t len, uint32_t *cp)
 {
@@ -54,8 +56,45 @@ size_t xb_utf8_next(const char *str, size_t len, uint32_t *cp)
 	return need;
 }
 
+int xb_cp_width(uint32_t cp)
+{
+	static locale_t utf8;
+	static bool tried;
+	if (cp >= 0x20 && cp < 0x7f)
+		return 1;
+	if (!tried) {
+		tried = true;
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	}
+	if (!utf8)
+		return 1;
+	locale_t old = uselocale(utf8);
+	int w = wcwidth((wchar_t)cp);
+	uselocale(old);
+	return w < 0 ? 1 : w;
+}
+
+size_t xb_display_fit(const char *s, size_t len, int cols, int *used)
+{
+	size_t n = 0;
+	int col = 0;
+	while (n < len) {
+		uint32_t cp;
+		size_t k = xb_utf8_next(s + n, len - n, &cp);
+		int w = xb_cp_width(cp);
+		if (col + w > cols)
+			break;
+		col += w;
+		n += k;
+	}
+	if (used)
+		*used = col;
+	return n;
+}
+
 /* One character of display text for code point CP (K bytes at RAW) into O
- * (room for 6 bytes); returns the bytes written. */
+ * (room for 10 bytes); returns the bytes written (at most 3 per byte of
+ * RAW). */
 static size_t display_char(uint32_t cp, const char *raw, size_t k, char *o)
 {
 	if (cp == '\t' || cp == '\n' || cp == '\r') {
@@ -67,6 +106,15 @@ static size_t display_char(uint32_t cp, const char *raw, size_t k, char *o)
 		return (size_t)sprintf(o, "\\x%02x", (unsigned)cp);
 	if (cp >= 0x80 && cp <= 0x9f)
 		return (size_t)sprintf(o, "\\u%04x", (unsigned)cp); /* 6 bytes for 2 */
+	/* Characters that change how the text around them is shown without
+	 * showing themselves: bidirectional controls (a name that reorders
+	 * the line it is printed in), zero-width ones (two names that look
+	 * alike), line and paragraph separators.  Escaped: "\\u202e". */
+	if (cp == 0xad || cp == 0x34f || cp == 0x61c || cp == 0x115f || cp == 0x1160 || cp == 0x17b4 ||
+	    cp == 0x17b5 || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+	    (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 || (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xfeff ||
+	    cp == 0xffa0 || (cp >= 0xfff0 && cp <= 0xfff8) || (cp >= 0xe0000 && cp <= 0xe0fff))
+		return (size_t)sprintf(o, cp > 0xffff ? "\\U%08x" : "\\u%04x", (unsigned)cp);
 	if (cp == 0xfffd) {
 		memcpy(o, "\xef\xbf\xbd", 3); /* the replacement, or U+FFFD itself */
 		return 3;
@@ -78,7 +126,7 @@ static size_t display_char(uint32_t cp, const char *raw, size_t k, char *o)
 size_t xb_display_name_buf(const char *raw, char *buf, size_t len)
 {
 	size_t rl = strlen(raw), used = 0;
-	char one[8];
+	char one[16];
 	if (!len)
 		return 0;
 	for (size_t i = 0; i < rl;) {

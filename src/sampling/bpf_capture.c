@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ struct xb_bpf {
 	struct ring_buffer *rb;
 	int stats_fd;
 	uint32_t ring_bytes;
+	uint32_t max_threads; /* the threads map's entries */
 	/* current consume() call */
 	void (*cb)(const struct xb_sample *s, void *arg);
 	void *arg;
@@ -215,6 +217,35 @@ static int map_fd(struct xb_bpf *b, const char *name)
 	return m ? bpf_map__fd(m) : -1;
 }
 
+/* Entries of the threads map: one per thread with an event, and each
+ * event takes a file descriptor, so as many as the fd limit allows (the
+ * tool raised its soft limit to the hard one), at least the 16,384 the
+ * object declares and at most XB_BPF_MAX_THREADS (a preallocated hash
+ * map: about 64 bytes of kernel memory each).  EXTROSPECT_BPF_THREADS=N
+ * sets it (tests: a map that fills up). */
+static uint32_t threads_entries(void)
+{
+	const char *e = getenv("EXTROSPECT_BPF_THREADS");
+	if (e && *e) {
+		char *end;
+		unsigned long v = strtoul(e, &end, 10);
+		if (!*end && v >= 1 && v <= XB_BPF_MAX_THREADS)
+			return (uint32_t)v;
+	}
+	struct rlimit rl;
+	uint64_t n = 16384;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		n = rl.rlim_cur == RLIM_INFINITY ? XB_BPF_MAX_THREADS : rl.rlim_cur;
+	if (n < 16384)
+		n = 16384;
+	return n > XB_BPF_MAX_THREADS ? XB_BPF_MAX_THREADS : (uint32_t)n;
+}
+
+uint32_t xb_bpf_max_threads(const struct xb_bpf *b)
+{
+	return b->max_threads;
+}
+
 int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg)
 {
 	*out = NULL;
@@ -249,8 +280,11 @@ int xb_bpf_open(struct xb_bpf **out, const struct xb_bpf_cfg *cfg)
 	int ncpu = libbpf_num_possible_cpus();
 	struct bpf_map *ring = bpf_object__find_map_by_name(b->obj, "ring");
 	struct bpf_map *scratch = bpf_object__find_map_by_name(b->obj, "scratch");
-	if (ncpu <= 0 || !ring || !scratch || bpf_map__set_max_entries(ring, ring_bytes) < 0 ||
-	    bpf_map__set_max_entries(scratch, (uint32_t)ncpu) < 0) {
+	struct bpf_map *threads = bpf_object__find_map_by_name(b->obj, "threads");
+	b->max_threads = threads_entries();
+	if (ncpu <= 0 || !ring || !scratch || !threads || bpf_map__set_max_entries(ring, ring_bytes) < 0 ||
+	    bpf_map__set_max_entries(scratch, (uint32_t)ncpu) < 0 ||
+	    bpf_map__set_max_entries(threads, b->max_threads) < 0) {
 		err = -EINVAL;
 	} else {
 		err = bpf_object__load(b->obj);
@@ -306,8 +340,14 @@ int xb_bpf_attach(struct xb_bpf *b, int perf_fd, pid_t tid, uint64_t cur_proc_sl
 {
 	uint32_t key = (uint32_t)tid;
 	uint64_t val = cur_proc_slot;
-	if (bpf_map_update_elem(b->threads_fd, &key, &val, BPF_ANY) < 0)
+	if (bpf_map_update_elem(b->threads_fd, &key, &val, BPF_ANY) < 0) {
+		if (errno == E2BIG || errno == ENOMEM) {
+			/* full: the caller counts this thread unsampled */
+			xb_fail("BPF capture: the thread map is full (%u threads)", b->max_threads);
+			return XB_BPF_FULL;
+		}
 		return xb_fail("BPF capture: thread map entry of %d: %m", (int)tid);
+	}
 	if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, b->prog_fd) < 0) {
 		int e = errno;
 		bpf_map_delete_elem(b->threads_fd, &key);

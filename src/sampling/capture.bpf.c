@@ -71,6 +71,8 @@ struct xb_bpf_thread {
 	__u64 cur_proc_slot;
 };
 
+/* Sized by user space before loading (bpf_capture.c threads_entries: from
+ * the fd limit, one fd per thread's event). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -31,8 +31,15 @@
 #define QUEUE_TOTAL (64ull << 20)
 #define QUEUE_MAX (8ull << 20)
 #define QUEUE_MIN (1ull << 20)
-/* Threads with a current_process slot (schedulers). */
-#define SLOTS 16384
+/* Threads with a current_process slot (schedulers): a table of at least
+ * SLOTS_MIN entries, twice as many as the fd limit allows such threads
+ * (each has an event per CPU) up to SLOTS_MAX.  A thread is kept within
+ * SLOT_PROBES entries of its hash. */
+#define SLOTS_MIN 16384u
+#define SLOTS_MAX (1u << 20)
+/* Entries looked at from a tid's home: a lookup (a reader's, at every
+ * sample) costs at most this many, even with the table full. */
+#define SLOT_PROBES 256u
 #define PAGE 4096ull
 
 /* ---- the copy (mirrors capture.bpf.c; keep the two in step) ---------- */
@@ -234,7 +241,9 @@ struct xb_prompt {
 	struct reader *r;
 	size_t nr;
 	int stop_fd;
-	struct { int32_t tid; uint64_t slot; } slots[SLOTS];
+	struct prompt_slot { int32_t tid; uint64_t slot; } *slots;
+	size_t nslots;      /* a power of 2 */
+	uint64_t slot_full; /* threads not given a slot: the table was full */
 	uint64_t malformed, syscalls;
 };
 
@@ -253,35 +262,53 @@ int xb_prompt_usable(void)
 	return 0;
 }
 
-static size_t slot_hash(pid_t tid)
+static size_t slot_hash(const struct xb_prompt *p, pid_t tid)
 {
-	return ((uint32_t)tid * 2654435761u) & (SLOTS - 1);
+	return ((uint32_t)tid * 2654435761u) & (p->nslots - 1);
 }
 
+/* (Only the main thread writes; the readers look up.)  An entry whose
+ * slot is 0 (its thread gone) is taken again by a new thread; a thread
+ * that finds no room is counted, and its samples carry no process (read
+ * live later). */
 void xb_prompt_set_slot(struct xb_prompt *p, pid_t tid, uint64_t slot)
 {
 	if (!p || tid <= 0)
 		return;
-	for (size_t i = 0, h = slot_hash(tid); i < SLOTS; i++, h = (h + 1) & (SLOTS - 1)) {
+	size_t mask = p->nslots - 1, reuse = SIZE_MAX;
+	for (size_t i = 0, h = slot_hash(p, tid); i < SLOT_PROBES; i++, h = (h + 1) & mask) {
 		int32_t t = __atomic_load_n(&p->slots[h].tid, __ATOMIC_ACQUIRE);
 		if (t == tid) {
 			__atomic_store_n(&p->slots[h].slot, slot, __ATOMIC_RELEASE);
 			return;
 		}
+		if (t != 0 && reuse == SIZE_MAX && !__atomic_load_n(&p->slots[h].slot, __ATOMIC_ACQUIRE))
+			reuse = h;
 		if (t == 0) {
 			if (!slot)
 				return; /* nothing to say of it */
-			__atomic_store_n(&p->slots[h].slot, slot, __ATOMIC_RELAXED);
-			__atomic_store_n(&p->slots[h].tid, (int32_t)tid, __ATOMIC_RELEASE);
-			return;
+			if (reuse == SIZE_MAX)
+				reuse = h;
+			break;
 		}
 	}
-	/* full: the thread's samples carry no process (read live later) */
+	if (!slot)
+		return;
+	if (reuse == SIZE_MAX) {
+		p->slot_full++;
+		return;
+	}
+	/* a reader that looks up the old tid meanwhile finds 0 or this
+	 * slot; the old thread has exited and takes no samples */
+	__atomic_store_n(&p->slots[reuse].slot, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->slots[reuse].tid, (int32_t)tid, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->slots[reuse].slot, slot, __ATOMIC_RELEASE);
 }
 
 static uint64_t get_slot(struct xb_prompt *p, pid_t tid)
 {
-	for (size_t i = 0, h = slot_hash(tid); i < SLOTS; i++, h = (h + 1) & (SLOTS - 1)) {
+	size_t mask = p->nslots - 1;
+	for (size_t i = 0, h = slot_hash(p, tid); i < SLOT_PROBES; i++, h = (h + 1) & mask) {
 		int32_t t = __atomic_load_n(&p->slots[h].tid, __ATOMIC_ACQUIRE);
 		if (t == tid)
 			return __atomic_load_n(&p->slots[h].slot, __ATOMIC_ACQUIRE);
@@ -401,7 +428,12 @@ int xb_prompt_start(struct xb_prompt **out, struct xb_sampler *smp, pid_t pid, c
 	while (p->qbytes > QUEUE_MIN && p->qbytes * smp->ncpus > QUEUE_TOTAL)
 		p->qbytes /= 2;
 	p->r = calloc(smp->ncpus, sizeof(*p->r));
-	if (p->stop_fd < 0 || !p->r) {
+	uint64_t want = smp->fd_ceiling / smp->ncpus * 2;
+	p->nslots = SLOTS_MIN;
+	while (p->nslots < want && p->nslots < SLOTS_MAX)
+		p->nslots *= 2;
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	if (p->stop_fd < 0 || !p->r || !p->slots) {
 		xb_prompt_stop(p);
 		return xb_fail("out of memory (or fds) for the readers");
 	}
@@ -517,6 +549,8 @@ void xb_prompt_stats(const struct xb_prompt *p, struct xb_prompt_stats *st)
 	if (!p)
 		return;
 	st->readers = (unsigned)p->nr;
+	st->slots = p->nslots;
+	st->slot_full = p->slot_full;
 	st->malformed = p->malformed;
 	st->syscalls = __atomic_load_n(&p->syscalls, __ATOMIC_RELAXED);
 	for (size_t k = 0; k < p->nr; k++) {
@@ -547,6 +581,7 @@ void xb_prompt_stop(struct xb_prompt *p)
 		free(p->r[k].q);
 	}
 	free(p->r);
+	free(p->slots);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
 	free(p);

@@ -214,6 +214,8 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	}
 	int sched_no = 0;
 	char kind = s->o.thread_kind ? s->o.thread_kind(s->o.thread_kind_arg, comm, &sched_no) : 'o';
+	if (s->o.max_threads && s->nlive >= s->o.max_threads)
+		return -ENOSPC; /* no room (BPF's thread map): unsampled, counted */
 	int fd = -1, *cpu_fds = NULL;
 	void *ring = NULL;
 	size_t len = 0;
@@ -247,10 +249,13 @@ static int open_thread(struct xb_sampler *s, pid_t tid)
 	memcpy(t->comm, comm, sizeof(t->comm));
 	t->kind = kind;
 	t->sched_no = sched_no;
-	if (s->o.attach && s->o.attach(s->o.attach_arg, fd, t) < 0) {
+	int a = s->o.attach ? s->o.attach(s->o.attach_arg, fd, t) : 0;
+	if (a < 0) {
 		forget_thread(s, t);
 		t->dead = true;
-		return -ECANCELED; /* xb_err() says why */
+		s->opened--;
+		/* -2: no room for it (counted unsampled); else xb_err() says why */
+		return a == -2 ? -ENOSPC : -ECANCELED;
 	}
 	return 0;
 }
@@ -627,6 +632,9 @@ const char *xb_sampler_unsampled_fix(const struct xb_sampler *s)
 		       "or LimitNOFILE= for a service)";
 	case ENFILE:
 		return "the system is out of file descriptors (fs.file-max)";
+	case ENOSPC:
+		return "more threads than BPF capture's thread map holds (sized from the file descriptor limit: "
+		       "raise it with ulimit -n, or use --capture perf)";
 	case EPERM:
 	case EACCES:
 	case ENOMEM:

@@ -163,7 +163,7 @@ static uint64_t current_process_slot(struct xb_session *s, const struct xb_threa
 static int attach_thread(void *arg, int fd, const struct xb_thread *t)
 {
 	struct xb_session *s = arg;
-	if (s->bpf)
+	if (s->bpf) /* XB_BPF_FULL (-2): the thread goes unsampled, counted */
 		return xb_bpf_attach(s->bpf, fd, t->tid, current_process_slot(s, t));
 	if (s->prompt && t->cpu_fds)
 		xb_prompt_set_slot(s->prompt, t->tid, current_process_slot(s, t));
@@ -225,7 +225,22 @@ static int capture_cfg(struct xb_session *s, const struct xb_session_opts *o, st
 	return 0;
 }
 
-/* Load the BPF capture program for this VM; -1 with xb_err saying why not. */
+/* The VM's thread count now (/proc/PID/status Threads:), 0 if unknown. */
+static unsigned long vm_threads(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *t = xb_slurp(path, NULL);
+	const char *l = t ? strstr(t, "\nThreads:") : NULL;
+	unsigned long n = l ? strtoul(l + 9, NULL, 10) : 0;
+	free(t);
+	return n;
+}
+
+/* Load the BPF capture program for this VM; -1 with xb_err saying why not.
+ * Its thread map has room for as many threads as the fd limit allows: a
+ * VM that has more already is sampled on the perf path (which counts the
+ * threads it cannot open instead). */
 static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 {
 	struct xb_bpf_cfg cfg;
@@ -233,7 +248,17 @@ static int open_bpf(struct xb_session *s, const struct xb_session_opts *o)
 		return xb_fail("--include-kernel samples kernel frames, which only the perf path records");
 	if (capture_cfg(s, o, &cfg) < 0)
 		return -1;
-	return xb_bpf_open(&s->bpf, &cfg);
+	if (xb_bpf_open(&s->bpf, &cfg) < 0)
+		return -1;
+	unsigned long n = vm_threads(s->vm.pid);
+	if (n > xb_bpf_max_threads(s->bpf)) {
+		uint32_t max = xb_bpf_max_threads(s->bpf);
+		xb_bpf_close(s->bpf);
+		s->bpf = NULL;
+		return xb_fail("the VM has %lu threads, more than BPF capture's thread map holds (%u, from the "
+			       "file descriptor limit): raise it (ulimit -n) or use --capture perf", n, max);
+	}
+	return 0;
 }
 
 /* The perf path reads at the moment of the sample (prompt.h) when it may:
@@ -359,6 +384,7 @@ static int start(struct xb_session *s, const struct xb_session_opts *o)
 				      .wakeup = wakeup, .thread_kind = thread_kind, .thread_kind_arg = &s->vm,
 				      .bpf = s->bpf != NULL, .attach = s->bpf || prompt ? attach_thread : NULL,
 				      .detach = detach_thread, .attach_arg = s,
+				      .max_threads = s->bpf ? xb_bpf_max_threads(s->bpf) : 0,
 				      .percpu_kinds = prompt ? "sci" : NULL,
 				      .percpu_cpus = have_cpus ? &vm_cpus : NULL };
 	if (xb_sampler_open(&s->smp, s->vm.pid, &so) < 0)
@@ -758,12 +784,22 @@ void xb_session_report_stats(const struct xb_session *s, FILE *f)
 			xb_prompt_stats(s->prompt, &p);
 			xb_say(f, "reads at the moment of the sample: %u readers, %llu samples, "
 				   "%.1f us and %.2f reads each; %llu lost (the "
-				   "queue to the drain loop was full)",
+				   "queue to the drain loop was full); scheduler table of %llu, %llu had no room",
 				p.readers, (unsigned long long)p.received,
 				p.received ? (double)p.read_ns / 1e3 / (double)p.received : 0.0,
 				p.received ? (double)p.syscalls / (double)p.received : 0.0,
-				(unsigned long long)p.queue_full);
+				(unsigned long long)p.queue_full, (unsigned long long)p.slots,
+				(unsigned long long)p.slot_full);
 		}
+	}
+	if (s->prompt) {
+		struct xb_prompt_stats p;
+		xb_prompt_stats(s->prompt, &p);
+		if (p.slot_full)
+			xb_note(f, "%llu threads named as schedulers found no room in the "
+				   "readers' table (%llu entries): their processes were read live, a moment after "
+				   "each sample",
+				(unsigned long long)p.slot_full, (unsigned long long)p.slots);
 	}
 	if (st->processed && partial * 10 > st->processed)
 		xb_note(f, "%.0f%% of the samples name only their innermost Erlang "

@@ -708,7 +708,7 @@ static int mode_contents(struct xb_vm *vm, struct xb_ptab *t, FILE *out)
 	for (size_t i = 0; i < nk; i++)
 		k[i] = (struct xb_hs_kind){ r.kinds[i].name, r.kinds[i].words, r.kinds[i].objects, r.kinds[i].share,
 					    r.kinds[i].ci95 };
-	char method[400];
+	char method[600];
 	snprintf(method, sizeof(method), "%s%s", r.method,
 		 r.words_unparsed ? "; some words did not parse (changed while read)" : "");
 	struct xb_hs_contents c = { .pid = pid, .name = name, .words_total = r.words_total,

@@ -152,17 +152,26 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
-/* Re-reading /proc/PID/maps costs ~0.1 ms: at most every 100 ms. */
+/* Re-reading /proc/PID/maps costs ~0.1 ms: at most every 100 ms.  A
+ * target with tens of thousands of mappings makes it cost milliseconds:
+ * then at most every 10 times what it cost (from the end of the last). */
 #define MODULE_SCAN_MIN_NS (100ull * 1000 * 1000)
 
 bool xb_unwinder_refresh_modules(struct xb_unwinder *u)
 {
 	uint64_t now = xb_now_ns();
-	if (now - u->last_module_scan_ns < MODULE_SCAN_MIN_NS)
+	uint64_t gap = 10 * u->mem->maps_cost_ns;
+	if (gap < MODULE_SCAN_MIN_NS)
+		gap = MODULE_SCAN_MIN_NS;
+	if (now - u->last_module_scan_ns < gap)
 		return false;
-	u->last_module_scan_ns = now;
-	if (xb_remote_refresh(u->mem, true) < 0)
+	int rr = xb_remote_refresh(u->mem, true);
+	u->last_module_scan_ns = xb_now_ns();
+	if (rr < 0)
 		return false;
+	if (u->mem->maps_gen == u->maps_gen_seen)
+		return false; /* the same maps: the modules match them already */
+	u->maps_gen_seen = u->mem->maps_gen;
 	int n = xb_symbols_refresh(u->syms, &u->mem->maps);
 	if (n <= 0)
 		return false;

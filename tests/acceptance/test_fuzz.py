@@ -1,7 +1,9 @@
 """libFuzzer targets for every decoder of remote or file data:
 the JIT symfile parser, perf and BPF sample records, term and atom text,
 the DWARF layout reader, perf map escaping, the text parsers (perf maps,
-/proc/PID/maps, perf script), and erlang-heapsample's readers of the VM's
+/proc/PID/maps, perf script), /proc/PID/maps on its own (fuzz_maps: what
+is accepted prints back in the kernel's format and parses the same, within
+the input's length), and erlang-heapsample's readers of the VM's
 memory (fuzz_heap: the process table, a process struct with its links,
 monitors, messages and dictionary, its heap walked whole or sampled, over
 memory made of the input).  tests/fuzz/build.sh builds them with clang,
@@ -22,7 +24,7 @@ import shutil
 
 from xbtest import ROOT, check, log, no_asan, run_cmd, skip_because, suite, timeout, tmpdir
 
-TARGETS = ["symfile", "records", "terms", "text", "dwarf", "heap", "layout"]
+TARGETS = ["symfile", "records", "terms", "text", "dwarf", "heap", "layout", "maps"]
 FUZZ = os.path.join(ROOT, "tests", "fuzz")
 
 

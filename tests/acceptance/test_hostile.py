@@ -24,6 +24,7 @@ import concurrent.futures
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import stat
@@ -498,6 +499,68 @@ def test_synthetic_64g_heap():
             r.elapsed, r.cpu_s or 0, behind and behind.group(1), lost and lost.group(1)))
 
 
+def test_contents_hostile_heaps():
+    """--contents on heaps built against it: a heap where every word looks
+    like an object boundary and no run of 16 objects parses (fakebeam
+    'bigheap': 32 MiB of bignum headers, every 16th block poisoned) reads
+    at most twice --max-words, the search for boundaries included (it read
+    155 M words for --max-words 256Ki), and says what it found in one line;
+    a heap fragment list that loops ('fragloop': one 4-word fragment whose
+    next is itself) is said to loop, never counted as 4096 fragments of
+    "exact shares"."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    maxw = 262144
+    with Fixture(exe, "jit", "bigheap") as fx:
+        for args in (["--max-words", str(maxw), "--seed", "1"], ["--max-words", str(maxw), "--seed", "2"], []):
+            r, rss = measured(HEAP, "--contents", "<0.5.0>", *(args + [fx.pid]), timeout=120)
+            what = "--contents %s (bigheap)" % " ".join(args)
+            check(within_time(r, 3.0), "%s: took %.1f s (%s s of CPU)" % (what, r.elapsed, r.cpu_s), r.describe())
+            one_line_failure(r, rss, what)
+            if args:
+                m = re.search(r"\(?(\d+) words read", r.out + r.err)
+                check(m, "%s: does not say how much it read" % what, r.describe())
+                check(int(m.group(1)) <= 2 * maxw + 4096, "%s: read %s words (budget %d)"
+                      % (what, m.group(1), 2 * maxw), r.describe())
+                check(r.rc == 0 or "read budget" in r.err, "%s: failed without naming the budget" % what,
+                      r.describe())
+            log("%s: exit %d, %.2f s, %s" % (what, r.rc, r.elapsed, (r.err or r.out).strip().splitlines()[0]))
+    with Fixture(exe, "jit", "fragloop") as fx:
+        r, rss = measured(HEAP, "--contents", "<0.5.0>", fx.pid, timeout=60)
+        what = "--contents (fragloop)"
+        check(within_time(r, 3.0), "%s: took %.1f s" % (what, r.elapsed), r.describe())
+        one_line_failure(r, rss, what)
+        check("exact" not in r.out, "%s: a looping fragment chain claimed as exact" % what, r.describe())
+        check(r.rc != 0 and "loops" in r.err, "%s: the loop is not said" % what, r.describe())
+
+
+def test_allocator_list_loop():
+    """erlang-heapsample --alloc on an allocator table whose first type's
+    carrier list loops (fakebeam 'allocloop': two carriers pointing to each
+    other): that type is said not walked, the others are walked, within
+    3 s (the walk followed the loop to its bound of a million carriers,
+    counted 3.8 GB resident in 8 KiB of carriers, and marked every type
+    not walked)."""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "vm"))
+    with Fixture(exe, "jit", "allocloop") as fx:
+        r, rss = measured(HEAP, "--alloc", "--format", "csv", fx.pid, timeout=60)
+        what = "--alloc (allocloop)"
+        check(within_time(r, 3.0), "%s: took %.1f s (%s s of CPU)" % (what, r.elapsed, r.cpu_s), r.describe())
+        check(r.rc == 0, "%s: exit %s" % (what, r.rc), r.describe())
+        rows = [l.split(",") for l in r.out.splitlines()]
+        check(len(rows) > 3 and "free_bytes" in rows[0], "%s: no CSV table" % what, r.out[:500])
+        col = rows[0].index("free_bytes")
+        walked = {row[0]: row[col] != "" for row in rows[1:]}
+        check(walked.get("xab_alloc") is False, "%s: the looping type reported as walked" % what, r.out[:800])
+        others = [n for n in walked if n != "xab_alloc"]
+        check(others and all(walked[n] for n in others), "%s: types after the loop not walked: %s"
+              % (what, [n for n in others if not walked[n]]), r.out[:800])
+        check("loops" in r.err and "stopped after" not in r.err, "%s: the loop is not said" % what, r.err)
+        check(not re.search(r"resident of", r.err), "%s: residency claimed over a looping list" % what, r.err)
+        log("%s: %d types walked, the looping one not; %.2f s" % (what, len(others), r.elapsed))
+
+
 def test_synthetic_huge_atom_table():
     """2^24 atoms: the atom cache stops at its budget and every tool that
     got as far as naming atoms says so (a note, one line)."""
@@ -898,6 +961,52 @@ def test_sigint_within_100ms():
     check(worst[0][0] < limit, "%s %s took %.0f ms to honour %s (%s %s after %.2f s; limit %.0f ms)" %
           (worst[0][1], worst[0][2], worst[0][0] * 1000, worst[0][6], worst[0][3], worst[0][4], worst[0][5],
            limit * 1000))
+
+
+@alone("measures the tool's reaction to ^C in milliseconds and its share of a CPU")
+def test_many_mappings():
+    """A VM with as many mappings as the kernel allows (fakebeam
+    'manymaps': 65,530 by default, none mergeable): erlang-sample attaches,
+    takes samples, spends a small share of a CPU re-reading the maps, and
+    ends within 100 ms of ^C with its results.  (Parsed with a sscanf over
+    the rest of the text, 64k mappings took 3 s each time: no sample in the
+    first seconds, and ^C waited for the parse.)"""
+    d = tmpdir()
+    exe = build_fixture(os.path.join(d, "many"))
+    with Fixture(exe, "jit", "manymaps") as fx:
+        with open("/proc/%d/maps" % fx.pid) as f:
+            nmaps = sum(1 for _ in f)
+        log("the fixture has %d mappings" % nmaps)
+        check(nmaps >= 60000, "the fixture has only %d mappings (vm.max_map_count is %s; the test needs 60,000)"
+              % (nmaps, open("/proc/sys/vm/max_map_count").read().strip()))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.Popen([tool_path(SAMPLE), "-d", "60", str(fx.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        t0 = time.monotonic()
+        wait_for_handlers(p, "erlang-sample (manymaps)")
+        time.sleep(max(0.0, 3.0 * time_scale() - (time.monotonic() - t0)))
+        took, out, err = signal_and_wait(p, signal.SIGINT, "erlang-sample (manymaps)")
+        elapsed = time.monotonic() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        out, err = out.decode(errors="replace"), err.decode(errors="replace")
+        log("^C honoured in %.0f ms; %.2f s of CPU in %.2f s; %s" % (
+            took * 1000, cpu, elapsed, (out.splitlines() or ["no output"])[0]))
+        for t in CRASH:
+            check(t not in err, "erlang-sample crashed: %r" % t, err)
+        check(p.returncode == 0, "erlang-sample exit %s after ^C (it should have been sampling)" % p.returncode,
+              err)
+        processed, _, rows = parse_table(out)
+        check(processed >= 50 and any(r[1] == "fake:spin/0" for r in rows),
+              "%d samples in %.1f s, or not of fake:spin/0" % (processed, elapsed), out[:500])
+        # (the sanitized build's exit runs LeakSanitizer's scan: see
+        # test_sigint_within_100ms)
+        limit = 0.5 if sanitized() else 0.1
+        check(took < limit, "^C took %.0f ms (limit %.0f ms)" % (took * 1000, limit * 1000))
+        # re-reading 64k mappings every 250 ms with a quadratic parser was
+        # all of a CPU; now a few per cent (the maps are re-read at most
+        # every 10 times what a read costs, and parsed only when changed)
+        check(cpu < 0.3 * elapsed * time_scale(), "erlang-sample used %.2f s of CPU in %.2f s" % (cpu, elapsed))
 
 
 @asan("a loop in 200 processes' link trees: the walk's budgets")

@@ -12,6 +12,7 @@ import pty
 import re
 import select
 import shutil
+import signal
 import subprocess
 import time
 
@@ -174,6 +175,97 @@ def test_live(target):
         r = run_tool(TOOL, "--live", vm.pid, timeout=30)
         check(r.rc == 2 and "not one" in r.err and len(r.lines_err) == 1,
               "--live with stdout not a terminal: want one line and exit 2", r.describe())
+
+
+def terminal_sane(stty, alt, cursor):
+    return (re.search(r"(^|\s)icanon(\s|$)", stty) and re.search(r"(^|\s)echo(\s|$)", stty) and alt == "0"
+            and cursor == "1")
+
+
+@timeout(120)
+def test_live_signals_restore_the_terminal():
+    """^Z, ^\\ and SIGHUP while --live draws (on a fake VM, fakebeam 'jit
+    ok'): the terminal is put back each time (main screen, cursor on,
+    canonical mode and echo; only an atexit did it, so these left the
+    alternate screen, a hidden cursor and no echo); after ^Z, fg takes the
+    screen again and q ends the run with exit 0."""
+    import test_hostile
+    exe = test_hostile.build_fixture(os.path.join(tmpdir(), "vm"))
+    d = tmpdir()
+    f = {k: os.path.join(d, k) for k in ("rc1", "stty1", "rc2", "stty2", "rc3", "stty3", "rc4", "stty4")}
+    with test_hostile.Fixture(exe, "jit", "ok") as fx:
+        live = "env EXTROSPECT_LAYOUT_UNPROVEN=1 %s --live %d" % (tool_path(TOOL), fx.pid)
+        # bash with job control: the tool in a process group of its own
+        # (a stop in an orphaned one is discarded), fg after ^Z
+        # each step waits for the test's go-file (GO1..GO3) before the
+        # next, so that the terminal is looked at before it moves on
+        go = [os.path.join(d, "go%d" % i) for i in (1, 2, 3)]
+        wait = "while [ ! -e %s ]; do sleep 0.05; done"
+        cmd = ("bash -c 'set -m; ulimit -c 0; %s; echo $? > %s; stty -a > %s; %s; fg; echo $? > %s; "
+               "stty -a > %s; %s; %s; echo $? > %s; stty -a > %s; %s; %s; echo $? > %s; stty -a > %s; "
+               "sleep 60'" % (live, f["rc1"], f["stty1"], wait % go[0], f["rc2"], f["stty2"], wait % go[1],
+                              live, f["rc3"], f["stty3"], wait % go[2], live, f["rc4"], f["stty4"]))
+        tm = Tmux(cmd)
+        try:
+            def drawn():
+                return wait_for(lambda: "fake:spin/0" in tm.screen() and tm.flag("#{alternate_on}") == "1", 15)
+
+            def after(n, timeout=15):
+                check(wait_for(lambda: os.path.exists(f["stty%d" % n]) and
+                               open(f["stty%d" % n]).read().endswith("\n"), timeout),
+                      "step %d did not end" % n, tm.screen())
+                with open(f["rc%d" % n]) as fh:
+                    rc = int(fh.read().strip())
+                # (tmux takes a moment to act on what the tool wrote)
+                wait_for(lambda: tm.flag("#{alternate_on}") == "0" and tm.flag("#{cursor_flag}") == "1", 3)
+                with open(f["stty%d" % n]) as fh:
+                    return rc, fh.read(), tm.flag("#{alternate_on}"), tm.flag("#{cursor_flag}")
+
+            check(drawn(), "--live never drew fake:spin/0", tm.screen())
+            tm.keys("C-z")
+            rc, stty, alt, cursor = after(1)
+            log("^Z: exit %d, alternate screen %s, cursor %s" % (rc, alt, cursor))
+            check(rc == 128 + 20, "after ^Z the shell saw exit %d, not a stop (148)" % rc)
+            check(terminal_sane(stty, alt, cursor), "terminal not restored while stopped by ^Z: alternate screen "
+                  "%s, cursor %s" % (alt, cursor), stty)
+            # fg: the screen again, then q
+            open(go[0], "w").close()
+            check(drawn(), "after fg, --live did not draw again", tm.screen())
+            tm.keys("q")
+            rc, stty, alt, cursor = after(2)
+            check(rc == 0 and terminal_sane(stty, alt, cursor), "q after ^Z and fg: exit %d, alternate screen "
+                  "%s, cursor %s" % (rc, alt, cursor), stty)
+            open(go[1], "w").close()
+            check(drawn(), "the second --live never drew", tm.screen())
+            tm.keys("C-\\")
+            rc, stty, alt, cursor = after(3)
+            log("^\\: exit %d, alternate screen %s, cursor %s" % (rc, alt, cursor))
+            check(rc == 128 + 3, "after ^\\ exit %d, not SIGQUIT's (131)" % rc)
+            check(terminal_sane(stty, alt, cursor), "terminal not restored after ^\\: alternate screen %s, "
+                  "cursor %s" % (alt, cursor), stty)
+            open(go[2], "w").close()
+            check(drawn(), "the third --live never drew", tm.screen())
+
+            def live_pid():
+                for p in os.listdir("/proc"):
+                    try:
+                        with open("/proc/%s/cmdline" % p, "rb") as fh:
+                            argv = fh.read().split(b"\0")
+                    except OSError:
+                        continue
+                    if argv[:1] == [tool_path(TOOL).encode()] and b"--live" in argv:
+                        return int(p)
+                return None
+            pid = wait_for(live_pid, 5)
+            check(pid, "the third --live's process not found")
+            os.kill(pid, signal.SIGHUP)
+            rc, stty, alt, cursor = after(4)
+            log("SIGHUP: exit %d, alternate screen %s, cursor %s" % (rc, alt, cursor))
+            check(rc == 128 + 1, "after SIGHUP exit %d, not SIGHUP's (129)" % rc)
+            check(terminal_sane(stty, alt, cursor), "terminal not restored after SIGHUP: alternate screen %s, "
+                  "cursor %s" % (alt, cursor), stty)
+        finally:
+            tm.kill()
 
 
 @per_vm(only=["stock"])

@@ -14,11 +14,12 @@
 
 import os
 import re
+import resource
 import subprocess
 import time
 
-from xbtest import (asan, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, suite, timeout, tmpdir,
-                    tool_path)
+from xbtest import (alone, asan, bpf_refused, no_asan, ROOT, VM, check, log, per_vm, run_cmd, sanitized, skip_because, suite,
+                    timeout, tmpdir, tool_path)
 from xbsample import loaded_functions, wait_running  # noqa: E402
 
 SAMPLE = "erlang-sample"
@@ -109,6 +110,133 @@ def test_threads_past_the_fd_limit_mid_run():
               "(-v: %d)" % unsampled, r.err)
         log("%d threads, then %d: %d opened, %d unsampled; %s; %s" % (n0, n1, opened, unsampled, warn[0],
                                                                       end.group(0)))
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+def sample_env(pid, nofile, env, *args):
+    """erlang-sample under `ulimit -n NOFILE` with ENV (name=value strings)
+    in its environment."""
+    cmd = "ulimit -n %d && exec env %s %s %s %d" % (nofile, " ".join(env), tool_path(SAMPLE), " ".join(args), pid)
+    return run_cmd(["sh", "-c", cmd], timeout=180)
+
+
+def thread_counts(r):
+    m = re.search(r"threads: (\d+) opened, (\d+) live, (\d+) slots, (\d+) unsampled", r.err)
+    check(m, "no thread counts in -v", r.err)
+    return int(m.group(1)), int(m.group(2)), int(m.group(4))
+
+
+def test_bpf_thread_map_full():
+    """BPF capture's thread map holds as many threads as the fd limit
+    allows (EXTROSPECT_BPF_THREADS=300 makes it small here): a VM that grows
+    past it mid-run has the threads it has no room for counted unsampled,
+    said once when it happens and at the end (they were lost in silence:
+    exit 0, "0 unsampled"); a VM that has more threads than it holds at the
+    start is sampled on the perf path by default, every thread (the default
+    failed: "thread map entry of N: Argument list too long"), and
+    --capture bpf refuses it in one line naming the fix."""
+    refused = bpf_refused()
+    if refused:
+        skip_because("no-bpf", detail=refused)
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    small = "EXTROSPECT_BPF_THREADS=300"
+    # 200 threads, then 100 a second up to 700
+    fx = subprocess.Popen([exe, "many", "200", "100", "700"], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        check(fx.stdout.readline().strip() == b"ready", "the fixture did not start")
+        n0 = threads_of(fx.pid)
+        r = sample_env(fx.pid, 4096, [small], "-v", "--capture", "bpf", "-d", "2")
+        n1 = threads_of(fx.pid)
+        check(r.rc == 0, "--capture bpf, %d threads growing: exit %s" % (n0, r.rc), r.describe())
+        check(n1 > 300, "the fixture has only %d threads after the run" % n1)
+        opened, live, unsampled = thread_counts(r)
+        warn = [l for l in r.err.splitlines() if "cannot be sampled" in l]
+        check(len(warn) == 1 and "BPF capture's thread map" in warn[0] and "--capture perf" in warn[0],
+              "%d warnings about unsampled threads, or not naming the thread map and the fix" % len(warn), r.err)
+        check(live <= 300 and unsampled > 0 and live + unsampled >= n1 - 30,
+              "%d threads at the end: %d live, %d unsampled" % (n1, live, unsampled), r.err)
+        end = re.search(r"warning: by the end, (\d+) of the VM's threads could not be sampled", r.err)
+        check(end and int(end.group(1)) == unsampled, "no end-of-run count of the unsampled threads", r.err)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out + r.err)
+        log("--capture bpf, map of 300, %d -> %d threads: %d live, %d unsampled; %s" % (n0, n1, live, unsampled,
+                                                                                       warn[0]))
+        # now more threads than the map holds: the default is the perf path
+        n0 = threads_of(fx.pid)
+        r = sample_env(fx.pid, 4096, [small], "-v", "-d", "1")
+        check(r.rc == 0, "default capture, %d threads: exit %s" % (n0, r.rc), r.describe())
+        check(re.search(r"capture perf \(BPF not used: the VM has \d+ threads, more than BPF capture's thread "
+                        r"map holds \(300", r.err), "the default did not fall back to perf, saying why", r.err)
+        opened, live, unsampled = thread_counts(r)
+        check(unsampled == 0 and live >= n0 - 5 and "cannot be sampled" not in r.err,
+              "default capture, %d threads: %d live, %d unsampled" % (n0, live, unsampled), r.err)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out + r.err)
+        r = sample_env(fx.pid, 4096, [small], "--capture", "bpf", "-d", "1")
+        lines = [l for l in r.err.splitlines() if l.strip() and not re.match(r"(erlang-[a-z-]+: )?note:", l)]
+        check(r.rc == 1 and len(lines) == 1 and "--capture perf" in lines[0] and "ulimit -n" in lines[0],
+              "--capture bpf with more threads than the map holds: exit %s, %d lines" % (r.rc, len(lines)),
+              r.describe())
+        log(lines[0])
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@timeout(400)
+@alone("20,000 threads: most of kernel.pid_max, and their kernel stacks")
+def test_20000_threads():
+    """A VM that grows from 15,000 threads past 16,384 mid-run (to 20,000),
+    under ulimit -n 65536: on the default path none is lost, silently or
+    otherwise (BPF's thread map had 16,384 entries: past them threads were
+    lost in silence, and at 17,002 threads the tool could not start); then
+    at 20,000 threads every one is sampled.  Where the test cannot raise
+    the hard fd limit (no CAP_SYS_RESOURCE) it uses the hard limit there
+    is, and as many threads as it holds (at least 17,000)."""
+    exe = build_fixture(os.path.join(tmpdir(), "vm"))
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    used = len([d for d in os.listdir("/proc") if d.isdigit()])
+    check(pid_max - used > 22000, "kernel.pid_max %d leaves no room for 20,000 more threads" % pid_max)
+    nofile = 65536
+    if run_cmd(["sh", "-c", "ulimit -n %d" % nofile]).rc != 0:
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    # the tool's own fds and the 16 it keeps (sampler.c FD_HEADROOM)
+    most = min(20000, nofile - 600)
+    check(most >= 17000, "a hard fd limit of %d holds too few threads for this test" % nofile)
+    # 15,000, then 1,000 a second: past 16,384 about 1.4 s after the
+    # start, well into the run on a loaded machine too
+    fx = subprocess.Popen([exe, "many", "15000", "1000", str(most)], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        check(fx.stdout.readline().strip() == b"ready", "the fixture did not start")
+        n0 = threads_of(fx.pid)
+        r = sample_env(fx.pid, nofile, [], "-v", "-d", "2")
+        n1 = threads_of(fx.pid)
+        check(r.rc == 0, "%d threads growing: exit %s" % (n0, r.rc), r.describe())
+        check(n0 < 16384 < n1, "the fixture went from %d to %d threads: not past 16,384 during the run" % (n0, n1))
+        opened, live, unsampled = thread_counts(r)
+        # those made after the last scan (every 100 ms) while the run ends
+        slack = 100 + 1000 * max(0.0, r.elapsed - 2)
+        check(unsampled == 0 and "cannot be sampled" not in r.err and opened >= n1 - slack,
+              "%d -> %d threads: %d opened, %d unsampled (slack %.0f)" % (n0, n1, opened, unsampled, slack), r.err)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out + r.err)
+        capture = re.search(r"capture (\w+)", r.err)
+        log("ulimit -n %d, %d -> %d threads: %d opened, %d unsampled, capture %s, %.1f s" % (
+            nofile, n0, n1, opened, unsampled, capture and capture.group(1), r.elapsed))
+        t0 = time.monotonic()
+        while threads_of(fx.pid) < most and time.monotonic() - t0 < 30:
+            time.sleep(0.2)
+        n = threads_of(fx.pid)
+        check(n >= most, "the fixture has only %d threads" % n)
+        r = sample_env(fx.pid, nofile, [], "-v", "-d", "1")
+        check(r.rc == 0, "%d threads: exit %s" % (n, r.rc), r.describe())
+        opened, live, unsampled = thread_counts(r)
+        check(unsampled == 0 and live >= n - 5 and "cannot be sampled" not in r.err,
+              "%d threads: %d live, %d unsampled" % (n, live, unsampled), r.err)
+        check("fake:spin/0" in r.out, "the scheduler was not sampled", r.out + r.err)
+        capture = re.search(r"capture (\w+)", r.err)
+        log("%d threads: %d live, %d unsampled, capture %s, %.1f s" % (n, live, unsampled,
+                                                                   capture and capture.group(1), r.elapsed))
     finally:
         fx.kill()
         fx.wait()

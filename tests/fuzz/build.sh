@@ -19,7 +19,7 @@ fi
 # script, not leave the previous fuzzers in place).  Progress lines dropped.
 log="$dir/fuzz-build.log"
 if ! ninja -C "$dir" tests/fuzz/fuzz_symfile tests/fuzz/fuzz_records tests/fuzz/fuzz_terms \
-	tests/fuzz/fuzz_text tests/fuzz/fuzz_dwarf tests/fuzz/fuzz_heap tests/fuzz/fuzz_layout >"$log" 2>&1; then
+	tests/fuzz/fuzz_text tests/fuzz/fuzz_dwarf tests/fuzz/fuzz_heap tests/fuzz/fuzz_layout tests/fuzz/fuzz_maps >"$log" 2>&1; then
 	grep -v '^\[' "$log" >&2 || true
 	echo "tests/fuzz/build.sh: ninja -C $dir FAILED (full log: $log)" >&2
 	exit 1

@@ -229,5 +229,22 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof(name), "text-%zu", i);
 		put("text", name, texts[i], strlen(texts[i]));
 	}
+	/* /proc/PID/maps as the kernel writes it (file-backed lines padded to
+	 * column 73; anonymous ones end in a space; the last may lack its
+	 * newline) */
+	static const char *const maps[] = {
+		"55a9cb0f3000-55a9cb0f5000 r--p 00000000 fe:00 10961361                   /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n"
+		"55a9cb0f5000-55a9cb4a0000 r-xp 00002000 fe:00 10961361                   /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n"
+		"7f0000000000-7f0000100000 r-xs 00000000 00:01 1234                       /memfd:vmem (deleted)\n"
+		"7f0000100000-7f0000101000 rw-p 00000000 00:00 0 \n"
+		"7f0000101000-7f0000102000 ---p 00000000 00:00 0 \n"
+		"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
+		"7f0000003000-7f0000004000 r--p 00002000 fd:00 42                         /tmp/dir with spaces/lib x.so\n\n",
+	};
+	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+		snprintf(name, sizeof(name), "maps-%zu", i);
+		put("maps", name, maps[i], strlen(maps[i]));
+	}
 	return 0;
 }

@@ -643,7 +643,7 @@ def sanitized():
 
 # What ./build.sh must produce (its OUTPUTS list).
 BUILD_OUTPUTS = ["erlang-sample", "erlang-write-perf-map", "erlang-heapsample", "xb-gen-release", "events_only",
-                 "format_bench", "tests/unit/test_unit", "tests/tools/bpf_capture_check",
+                 "format_bench", "maps_bench", "tests/unit/test_unit", "tests/tools/bpf_capture_check",
                  "tests/tools/xb-format-writer"]
 _build_ok = {}
 

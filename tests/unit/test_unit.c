@@ -289,12 +289,40 @@ static void t_maps_parse_edge(void)
 		"7f0000000000-7f0000001000\n",
 		"7f0000001000-7f0000000000 rw-p 00000000 00:00 0\n", /* end < start */
 		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0\nnot a line\n",
+		"17f00000000000000-17f00000000000001 rw-p 00000000 00:00 0\n", /* 17 digits */
+		"7f0000000000-7f0000001000 rw- 00000000 00:00 0\n",           /* 3 perms */
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00\n",             /* no inode */
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 99999999999999999999\n",
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0x\n",
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 /x\n7f",
 	};
 	for (size_t i = 0; i < XB_ARRAY_SIZE(bad); i++) {
 		m.n = 99;
 		CHECK(xb_maps_parse(bad[i], &m) < 0, "accepted bad input %zu", i);
 		CHECK(m.n == 0 && m.v == NULL, "bad input %zu: output not cleared", i);
 	}
+	/* bounded by the length given, not by a NUL: the path ends there */
+	static const char cut[] = "7f0000000000-7f0000001000 r--p 00000000 00:00 0 /lib/x.soXXXX";
+	CHECK(xb_maps_parse_n(cut, sizeof(cut) - 5, &m) == 0 && m.n == 1 && strcmp(m.v[0].path, "/lib/x.so") == 0,
+	      "length-bounded line");
+	xb_maps_free(&m);
+	/* past XB_MAPS_MAX_LINES the rest is left out, and said */
+	size_t lines = XB_MAPS_MAX_LINES + 3, len = 0;
+	char *big = malloc(lines * 64);
+	CHECK(big != NULL, "malloc");
+	if (!big)
+		return;
+	size_t at1000 = 0;
+	for (size_t i = 0; i < lines; i++, at1000 = i == 1000 ? len : at1000)
+		len += (size_t)sprintf(big + len, "%llx-%llx rw-p 00000000 00:00 0 \n",
+				       0x10000ull + 0x2000ull * i, 0x11000ull + 0x2000ull * i);
+	CHECK(xb_maps_parse_n(big, len, &m) == 0 && m.n == XB_MAPS_MAX_LINES && m.truncated,
+	      "cap: n = %zu, truncated %d", m.n, m.truncated);
+	xb_maps_free(&m);
+	CHECK(xb_maps_parse_n(big, at1000, &m) == 0 && m.n == 1000 && !m.truncated,
+	      "1000 lines: n = %zu, truncated %d", m.n, m.truncated);
+	xb_maps_free(&m);
+	free(big);
 }
 
 /* ---- JIT symfiles ----------------------------------------------------- */
@@ -1267,6 +1295,28 @@ static void t_display_name(void)
 	expect_display("nel\xc2\x85", "nel\\u0085"); /* a C1 control */
 	expect_display("'\xc3\xbcn\xc3\xaf':f/0", "'\xc3\xbcn\xc3\xaf':f/0");
 	expect_display("", "");
+	/* bidi controls and zero-width characters: shown escaped */
+	expect_display("evil\xe2\x80\xae" "1/f:m", "evil\\u202e1/f:m");       /* RIGHT-TO-LEFT OVERRIDE */
+	expect_display("a\xe2\x81\xa6" "b\xe2\x81\xa9", "a\\u2066b\\u2069"); /* isolates */
+	expect_display("lists\xe2\x80\x8b:map/2", "lists\\u200b:map/2");        /* ZERO WIDTH SPACE */
+	expect_display("x\xef\xbb\xbf\xc2\xad", "x\\ufeff\\u00ad");          /* BOM, soft hyphen */
+	expect_display("t\xf3\xa0\x80\x81", "t\\U000e0001");                    /* a tag character */
+	expect_display("\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8\xad\xe6\x96\x87"); /* wide, but visible */
+}
+
+/* --live's lines: display columns, not code points */
+static void t_display_fit(void)
+{
+	static const char cjk[] = "\xe4\xb8\xad\xe6\x96\x87:f/1"; /* two wide characters, then 4 narrow */
+	int used = -1;
+	CHECK(xb_display_fit(cjk, strlen(cjk), 80, &used) == strlen(cjk) && used == 8, "all of it: %d columns", used);
+	CHECK(xb_display_fit(cjk, strlen(cjk), 3, &used) == 3 && used == 2, "3 columns: one wide character (%d)",
+	      used);
+	CHECK(xb_display_fit(cjk, strlen(cjk), 1, &used) == 0 && used == 0, "1 column: no half of a wide one");
+	static const char comb[] = "e\xcc\x81x"; /* e + COMBINING ACUTE, x */
+	CHECK(xb_display_fit(comb, strlen(comb), 2, &used) == strlen(comb) && used == 2,
+	      "a combining mark takes no column (%d)", used);
+	CHECK(xb_cp_width('a') == 1 && xb_cp_width(0x4e2d) == 2 && xb_cp_width(0x301) == 0, "widths");
 }
 
 /* Names in the table and in folded stacks (xb_text_clean): display text,
@@ -1698,6 +1748,7 @@ int main(int argc, char **argv)
 	run_case("demangle", t_demangle);
 	run_case("utf8_next", t_utf8_next);
 	run_case("display_name", t_display_name);
+	run_case("display_fit", t_display_fit);
 	run_case("text_clean_folded", t_text_clean);
 	run_case("intern_file_attribute", t_intern_file_attribute);
 	run_case("xml_escape", t_xml_escape);
