@@ -42,6 +42,7 @@
 #define NSHIFT (2 * MAX_SHIFT / SHIFT_STEP + 1)
 #define MAX_DEREF_READS 40000  /* pointer checks of one proof (cached) */
 #define TALLY_DEREFS 128       /* ... of one field's check */
+#define MAX_REREADS 16         /* counterexamples of one field's check read again */
 #define DEREF_CACHE 8192       /* entries, power of two */
 #define MAX_SCHED_ENTRIES 1024 /* scheduler data entries read, all kinds */
 #define MAX_ATOMS_CHECKED 16 /* a few reads each: --dump of 10k processes stays in its budget */
@@ -275,9 +276,22 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 	}
 	pv->tally_derefs = 0;
 	pv->in_tally = true;
+	unsigned rereads = 0;
 	for (size_t i = 0; i < os->n; i++) {
 		pv->tally_over = false;
 		enum ev e = c->fn(pv, i, off, at);
+		/* A counterexample read again, a moment later: an object caught
+		 * changing (a process collecting garbage, a scheduler switching
+		 * processes) reads consistent then, or is gone; at a wrong
+		 * offset it is still a counterexample. */
+		if (e == EV_BAD && !pv->tally_over && rereads < MAX_REREADS && !xb_interrupted) {
+			if (!rereads++)
+				sleep_ms(1);
+			if (xb_read(&pv->vm->mem, os->addr[i], os->bytes + i * os->win, os->win) == 0)
+				e = c->fn(pv, i, off, at);
+			else
+				e = EV_NA;
+		}
 		if (pv->tally_over) /* past the reads this check may make */
 			continue;
 		t->seen++;

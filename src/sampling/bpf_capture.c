@@ -225,7 +225,7 @@ static int map_fd(struct xb_bpf *b, const char *name)
  * sets it (tests: a map that fills up). */
 static uint32_t threads_entries(void)
 {
-	const char *e = getenv("EXTROSPECT_BPF_THREADS");
+	const char *e = secure_getenv("EXTROSPECT_BPF_THREADS");
 	if (e && *e) {
 		char *end;
 		unsigned long v = strtoul(e, &end, 10);
