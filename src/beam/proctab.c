@@ -1009,8 +1009,11 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 			} else {
 				/* once more, alone */
 				struct xb_proc one;
-				if (proc_read(t, slot[i], want, &one) == 0) {
+				if (proc_read(t, slot[i], want & ~XB_PROC_CHANGING, &one) == 0) {
 					v[i] = one;
+				} else if ((want & XB_PROC_CHANGING) && state[i] == S_GOOD &&
+					   strncmp(xb_err(), "gone", 4) != 0) {
+					v[i].partial |= XB_PP_CHANGING;
 				} else {
 					if (strncmp(xb_err(), "gone", 4) == 0)
 						st->gone++;
