@@ -72,6 +72,7 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 		.received = ps->o.wall_hz ? s->prof.total : s->st.received,
 		.blame = ps->o.blame,
 		.max_depth = s->o.max_depth,
+		.wall = ps->o.wall_hz > 0,
 	};
 	int rc = xb_formats[ps->o.format].write(out, p, &m);
 	if (ps->o.blame)

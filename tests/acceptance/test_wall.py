@@ -1,0 +1,182 @@
+"""erlang-sample --wall: a wall-clock profile of the processes.  Every
+process is counted once per tick (-F, default 20 a second) under its state
+([running], [runnable], [waiting], ...) with its Erlang stack below it, in
+the table, the stack formats and --by process."""
+
+import re
+
+from xbtest import VM, check, log, per_vm, run_tool, timeout
+
+TOOL = "erlang-sample"
+RATE = 20      # the default tick rate
+DURATION = 2   # -d
+STATES = ("[running]", "[runnable]", "[waiting]", "[suspended]", "[garbage collecting]", "[exiting]")
+
+
+def wall(vm, *args, timeout=60):
+    r = run_tool(TOOL, "--wall", "-d", str(DURATION), *[str(a) for a in args], str(vm.pid), timeout=timeout)
+    check(r.rc == 0 and not r.timed_out, "erlang-sample --wall %s: exit %s" % (" ".join(map(str, args)), r.rc),
+          r.describe())
+    return r
+
+
+def ticks_of(r):
+    """The ticks the run's note on stderr counts."""
+    m = re.search(r"--wall: (\d+) ticks at ([\d.]+) Hz", r.err)
+    check(m, "no --wall note on stderr", r.err)
+    return int(m.group(1))
+
+
+def folded(text):
+    """{stack: count} of folded lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(.*) (\d+)$", line)
+        check(m, "not a folded line: %r" % line)
+        out[m.group(1)] = out.get(m.group(1), 0) + int(m.group(2))
+    return out
+
+
+def expected_count(r):
+    """Samples one process has in a run: one per tick, ticks ~ rate x
+    duration (the first tick comes one period in)."""
+    n = ticks_of(r)
+    want = RATE * DURATION
+    check(abs(n - want) <= 3, "%d ticks in %d s at %d Hz (expected %d +- 3)" % (n, DURATION, RATE, want), r.err)
+    return n
+
+
+def start(vm):
+    vm.eval("xb_wall:start()", timeout=30)
+    return {name: vm.eval("pid_to_list(whereis(%s))" % name).strip().strip('"')
+            for name in ("xb_wall_busy", "xb_wall_waiter", "xb_wall_sleeper")}
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_folded_states_and_counts(target):
+    """A busy process, one blocked in a receive in a known function, one in
+    timer:sleep: --by process --format folded gives each one sample per
+    tick (rate x duration, +- 3, and no more than the ticks); the busy one
+    >= 90% under [running]/[runnable], >= 70% of them with its function
+    spin/1; the waiting ones >= 95% [waiting] under their known frames.
+    Without --by, the same stacks have no process root."""
+    with VM(target, schedulers=2) as vm:
+        pids = start(vm)
+        r = wall(vm, "--by", "process", "--format", "folded")
+        n = expected_count(r)
+        st = folded(r.out)
+        per = {}
+        for stack, c in st.items():
+            frames = stack.split(";")
+            check(len(frames) >= 2 and frames[1] in STATES, "stack without a state under its process: %r" % stack)
+            per.setdefault(frames[0], {})
+            per[frames[0]][";".join(frames[1:])] = per[frames[0]].get(";".join(frames[1:]), 0) + c
+        got = {}
+        for name, pid in pids.items():
+            group = "%s %s" % (pid, name)
+            check(group in per, "no samples of %s (%s); groups: %s" % (name, pid, sorted(per)[:20]), r.out)
+            got[name] = per[group]
+            total = sum(per[group].values())
+            check(abs(total - n) <= 3 and total <= n, "%s: %d samples in %d ticks (expected one per tick, -3)"
+                  % (name, total, n), "%s\n%s" % (per[group], r.err))
+
+        def share(name, pred):
+            s = got[name]
+            return sum(c for k, c in s.items() if pred(k)) / float(sum(s.values()))
+
+        busy_state = share("xb_wall_busy", lambda k: k.split(";")[0] in ("[running]", "[runnable]"))
+        busy_fn = share("xb_wall_busy", lambda k: k.split(";")[0] in ("[running]", "[runnable]")
+                        and k.endswith("xb_wall:spin/1"))
+        check(busy_state >= 0.9 and busy_fn >= 0.7, "busy: %.0f%% running/runnable, %.0f%% of them in spin/1"
+              % (100 * busy_state, 100 * busy_fn), got["xb_wall_busy"])
+        waiter = share("xb_wall_waiter", lambda k: k == "[waiting];xb_wall:outer/0;xb_wall:wait_here/0")
+        check(waiter >= 0.95, "waiter: %.0f%% [waiting] in outer/0 -> wait_here/0" % (100 * waiter),
+              got["xb_wall_waiter"])
+        sleeper = share("xb_wall_sleeper", lambda k: k.startswith("[waiting];xb_wall:nap/0;timer:sleep/1"))
+        check(sleeper >= 0.95, "sleeper: %.0f%% [waiting] in nap/0 -> timer:sleep/1" % (100 * sleeper),
+              got["xb_wall_sleeper"])
+        # without --by: the states are the roots
+        r = wall(vm, "--format", "folded")
+        n = expected_count(r)
+        st = folded(r.out)
+        check(all(k.split(";")[0] in STATES for k in st), "a root that is not a state: %s"
+              % [k for k in st if k.split(";")[0] not in STATES][:5])
+        w = st.get("[waiting];xb_wall:outer/0;xb_wall:wait_here/0", 0)
+        check(n - 3 <= w <= n, "[waiting];xb_wall:outer/0;xb_wall:wait_here/0 %d in %d ticks" % (w, n), r.out)
+        log("busy %.0f%% running/runnable (%s); waiter %.0f%%, sleeper %.0f%% waiting; %d ticks"
+            % (100 * busy_state, got["xb_wall_busy"], 100 * waiter, 100 * sleeper, n))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_by_process_table(target):
+    """The default table with --by process: a block per process, named by
+    its registered name, with its states' shares: the waiter ~100% waiting
+    (>= 95%) in wait_here/0, with one sample per tick; the table's header
+    gives the states of all."""
+    with VM(target, schedulers=2) as vm:
+        pids = start(vm)
+        r = wall(vm, "--by", "process", "-t", "1000")
+        n = expected_count(r)
+        m = re.search(r"^== %s xb_wall_waiter: (\d+) samples.*\n   states: (.*)\n\s+(\d+)\s+(\S+)"
+                      % re.escape(pids["xb_wall_waiter"]), r.out, re.M)
+        check(m, "no block for %s xb_wall_waiter with its states" % pids["xb_wall_waiter"], r.out)
+        samples, states, top_count, top_fn = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+        waiting = re.search(r"waiting ([\d.]+)%", states)
+        check(waiting and float(waiting.group(1)) >= 95, "xb_wall_waiter's states: %s" % states, r.out)
+        check(abs(samples - n) <= 3 and samples <= n, "xb_wall_waiter: %d samples in %d ticks" % (samples, n))
+        check(top_fn == "xb_wall:wait_here/0" and top_count >= 0.95 * samples,
+              "xb_wall_waiter's top row: %d %s of %d" % (top_count, top_fn, samples), r.out)
+        # the busy process's block: running or runnable
+        m = re.search(r"^== %s xb_wall_busy: \d+ samples.*\n   states: (.*)" % re.escape(pids["xb_wall_busy"]),
+                      r.out, re.M)
+        check(m, "no block for xb_wall_busy with its states", r.out)
+        busy = sum(float(x) for x in re.findall(r"(?:running|runnable) ([\d.]+)%", m.group(1)))
+        check(busy >= 90, "xb_wall_busy's states: %s" % m.group(1), r.out)
+        # without --by: a states line over all
+        r = wall(vm)
+        m = re.search(r"^states: (.*)$", r.out, re.M)
+        check(m and "waiting" in m.group(1), "no states line in the table", r.out)
+        log("waiter: %d samples in %d ticks, %s; busy: %.0f%% running or runnable" % (samples, n, states, busy))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_subset_scaled(target):
+    """Above --wall-max-processes, a random subset per tick, each sample
+    counted for 1/p: a note says so with the error it implies, and the
+    total stays about processes x ticks (within 15%)."""
+    with VM(target, schedulers=2) as vm:
+        start(vm)
+        r = wall(vm, "--wall-max-processes", "10", "--format", "folded")
+        n = ticks_of(r)
+        m = re.search(r"([\d.]+) processes per tick on average .* (\d+) samples", r.err)
+        check(m, "no processes per tick in the note", r.err)
+        procs = float(m.group(1))
+        check("above --wall-max-processes 10" in r.err and "standard deviation" in r.err,
+              "no note on the subset", r.err)
+        total = sum(folded(r.out).values())
+        want = procs * n
+        check(abs(total - want) <= 0.15 * want, "scaled total %d, expected %.0f (%.0f processes x %d ticks)"
+              % (total, want, procs, n), r.err)
+        log("subset: %d samples for %.0f processes x %d ticks" % (total, procs, n))
+
+
+@per_vm(only=["stock"])
+@timeout(60)
+def test_wall_bad_input(target):
+    """--wall with a mode or output it does not go with: one line, exit 2,
+    nothing on standard output."""
+    with VM(target, schedulers=1) as vm:
+        for args, words in [(["--pstack"], "--pstack"), (["--dump"], "--dump"), (["--format", "json"], "json"),
+                            (["--by", "thread"], "--by"), (["-F", "5000"], "1000"),
+                            (["--blame", "copy_struct"], "--blame")]:
+            r = run_tool(TOOL, "--wall", *args, str(vm.pid), timeout=30)
+            lines = [l for l in r.err.splitlines() if l.strip()]
+            check(r.rc == 2 and len(lines) == 1 and words in lines[0] and "--wall" in lines[0] and not r.out,
+                  "--wall %s: exit %s, stderr %r, stdout %r" % (" ".join(args), r.rc, lines, r.out[:200]))
+        r = run_tool(TOOL, "--wall-max-processes", "5", str(vm.pid), timeout=30)
+        lines = [l for l in r.err.splitlines() if l.strip()]
+        check(r.rc == 2 and len(lines) == 1 and "--wall" in lines[0], "--wall-max-processes alone: exit %s, %r"
+              % (r.rc, lines))
