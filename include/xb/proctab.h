@@ -180,6 +180,12 @@ void xb_ptab_close(struct xb_ptab *t);
  *           if (xb_proc_read(&t, s, XB_PROC_NAMES, &p) == 0) ... */
 bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot);
 
+/* Keep only the non-empty slots (as the slot array was last read) KEEP
+ * says yes to, in order: a subset for xb_ptab_foreach to visit (--wall's
+ * random sample of a big table).  The next xb_ptab_refresh reads them all
+ * again. */
+void xb_ptab_filter(struct xb_ptab *t, bool (*keep)(void *arg), void *arg);
+
 /* Every process in slot order, in batches (one process_vm_readv per
  * batch of structures); fn returns 0 to go on, non-zero to stop (returned).
  * Memory use is one batch, whatever the number of processes. */

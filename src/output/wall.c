@@ -319,8 +319,6 @@ static int one_process(const struct xb_proc *p, void *arg)
 	w->changing += (p->partial & XB_PP_CHANGING) != 0;
 	uint64_t weight = 1;
 	if (w->p < 1.0) {
-		if (rnd01(w) >= w->p)
-			return 0;
 		double inv = 1.0 / w->p, fl = floor(inv);
 		weight = (uint64_t)fl + (rnd01(w) < inv - fl);
 		if (!weight)
@@ -348,6 +346,12 @@ static int one_process(const struct xb_proc *p, void *arg)
 	return 0;
 }
 
+static bool pick(void *arg)
+{
+	struct wall_sink *w = arg;
+	return rnd01(w) < w->p;
+}
+
 static void tick(struct wall_sink *w, struct xb_session *s)
 {
 	double t0 = (double)xb_now_ns() / 1e9;
@@ -370,6 +374,8 @@ static void tick(struct wall_sink *w, struct xb_session *s)
 		if (w->p < w->p_min)
 			w->p_min = w->p;
 	}
+	if (w->p < 1.0) /* each process with probability p: only those are read */
+		xb_ptab_filter(&w->t, pick, w);
 	struct xb_ptab_stats st = { 0 };
 	xb_ptab_foreach(&w->t, XB_PROC_CHANGING | (w->o.by_process ? XB_PROC_NAMES : 0), one_process, w, &st);
 	flush(w);

@@ -77,7 +77,7 @@ static struct opts o = {
 	.capture = "auto",
 	.perf_read = "sample",
 	.long_calls_ms = 2.0,
-	.wall_max = 20000,
+	.wall_max = 10000,
 	.force_reg = { -1, -1, -1 },
 	.s = { .freq = 997, .user_stack = 16384, .max_depth = 128, .max_skid_ms = 10 },
 };
@@ -131,7 +131,7 @@ static const struct xb_opt options[] = {
 	  "latest CPU sample); the table, the stack formats and\n"
 	  "--by process" },
 	{ "wall-max-processes", 0, XB_OPT_SIZE, &o.wall_max, "N",
-	  "with --wall: above N processes (default 20000), each\n"
+	  "with --wall: above N processes (default 10000), each\n"
 	  "tick reads a random subset of N and scales it (a note\n"
 	  "gives the error it implies)", 1, 1e9, .given = &o.wall_max_given },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
