@@ -180,3 +180,71 @@ def test_wall_bad_input(target):
         lines = [l for l in r.err.splitlines() if l.strip()]
         check(r.rc == 2 and len(lines) == 1 and "--wall" in lines[0], "--wall-max-processes alone: exit %s, %r"
               % (r.rc, lines))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_runnable_on_one_scheduler(target):
+    """Four busy processes on one scheduler (+S 1) at -F 50: at any moment
+    one runs and three wait in the run queue, so over the four together
+    [running] is 25% +- 7 and [runnable] the rest, and each one is
+    [runnable] 75% +- 15 of its samples, one sample per tick."""
+    with VM(target, schedulers=1) as vm:
+        vm.eval("xb_wall:busy(4)", timeout=30)
+        pids = {vm.eval("pid_to_list(whereis(xb_wall_busy%d))" % i).strip().strip('"'): i for i in range(1, 5)}
+        r = run_tool(TOOL, "--wall", "-F", "50", "-d", "3", "--by", "process", "--format", "folded", str(vm.pid),
+                     timeout=60)
+        check(r.rc == 0 and not r.timed_out, "erlang-sample --wall -F 50: exit %s" % r.rc, r.describe())
+        n = ticks_of(r)
+        check(abs(n - 150) <= 8, "%d ticks in 3 s at 50 Hz" % n, r.err)
+        per = {}
+        for stack, c in folded(r.out).items():
+            frames = stack.split(";")
+            pid = frames[0].split(" ")[0]
+            if pid in pids:
+                per.setdefault(pid, {}).setdefault(frames[1], 0)
+                per[pid][frames[1]] += c
+        check(len(per) == 4, "samples of %d of the 4 busy processes" % len(per), r.out)
+        running = sum(s.get("[running]", 0) for s in per.values())
+        total = sum(sum(s.values()) for s in per.values())
+        shares = []
+        for pid, s in sorted(per.items()):
+            t = sum(s.values())
+            check(set(s) <= {"[running]", "[runnable]"}, "%s: states %s" % (pid, s))
+            check(abs(t - n) <= 3 and t <= n, "%s: %d samples in %d ticks" % (pid, t, n), s)
+            shares.append(100.0 * s.get("[runnable]", 0) / t)
+            check(abs(shares[-1] - 75) <= 15, "%s: runnable %.0f%% (expected 75 +- 15)" % (pid, shares[-1]), s)
+        check(abs(100.0 * running / total - 25) <= 7, "running %.0f%% of the 4 busy processes' samples "
+              "(expected 25 +- 7)" % (100.0 * running / total), per)
+        log("4 busy on one scheduler: running %.1f%% of %d samples; runnable per process %s"
+            % (100.0 * running / total, total, ", ".join("%.0f%%" % x for x in shares)))
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_every_format(target):
+    """One run written as folded, flame graph, speedscope and pprof (-o
+    four times): each carries the state frames and the waiter's function;
+    speedscope is JSON whose frames hold [waiting]; pprof's sample type is
+    wall time."""
+    import gzip
+    import json
+    import os
+    from xbtest import tmpdir
+    with VM(target, schedulers=2) as vm:
+        start(vm)
+        d = tmpdir()
+        files = {ext: os.path.join(d, "w" + ext) for ext in (".folded", ".svg", ".speedscope.json", ".pb.gz")}
+        r = run_tool(TOOL, "--wall", "-d", "1", *[a for f in files.values() for a in ("-o", f)], str(vm.pid),
+                     timeout=60)
+        check(r.rc == 0 and not r.timed_out, "erlang-sample --wall -o x4: exit %s" % r.rc, r.describe())
+        fold = open(files[".folded"]).read()
+        check("[waiting];xb_wall:outer/0;xb_wall:wait_here/0 " in fold and "[running]" in fold, "folded", fold)
+        svg = open(files[".svg"]).read()
+        check("[waiting]" in svg and "xb_wall:wait_here/0" in svg, "the flame graph has no [waiting] frame")
+        doc = json.load(open(files[".speedscope.json"]))
+        names = [f["name"] for f in doc["shared"]["frames"]]
+        check("[waiting]" in names and "xb_wall:wait_here/0" in names, "speedscope frames: %s" % names[:30])
+        pb = gzip.open(files[".pb.gz"]).read()
+        check(b"[waiting]" in pb and b"xb_wall:wait_here/0" in pb and b"wall" in pb and b"cpu" not in pb,
+              "pprof: no [waiting] frame or no wall sample type")

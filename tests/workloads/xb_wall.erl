@@ -8,9 +8,11 @@
 %%                     xb_wall_sleeper  in timer:sleep/1 (a receive with a
 %%                                      timeout) called from nap/0.
 %%                     Returns ok once the waiter and the sleeper wait.
-%%   xb_wall:stop()    stop them.
+%%   xb_wall:busy(N)   N more processes computing for ever in spin/1,
+%%                     registered xb_wall_busy1..N.
+%%   xb_wall:stop()    stop them all.
 -module(xb_wall).
--export([start/0, stop/0, spin/1, outer/0, wait_here/0, nap/0]).
+-export([start/0, busy/1, stop/0, spin/1, outer/0, wait_here/0, nap/0]).
 
 start() ->
     stop(),
@@ -23,8 +25,15 @@ start() ->
                end),
     ok.
 
+busy(N) ->
+    [register(busy_name(I), spawn(fun() -> spin(0) end)) || I <- lists:seq(1, N)],
+    ok.
+
+busy_name(I) -> list_to_atom("xb_wall_busy" ++ integer_to_list(I)).
+
 stop() ->
     [xb_ctl:kill_registered(N) || N <- [xb_wall_busy, xb_wall_waiter, xb_wall_sleeper]],
+    [xb_ctl:kill_registered(N) || N <- registered(), lists:prefix("xb_wall_busy", atom_to_list(N))],
     ok.
 
 spin(N) ->
