@@ -21,9 +21,10 @@ def wall(vm, *args, timeout=60):
 
 
 def ticks_of(r):
-    """The ticks the run's note on stderr counts."""
-    m = re.search(r"--wall: (\d+) ticks at ([\d.]+) Hz", r.err)
-    check(m, "no --wall note on stderr", r.err)
+    """The ticks the run's note on stderr counts (R: a run, or its stderr)."""
+    err = r if isinstance(r, str) else r.err
+    m = re.search(r"--wall: (\d+) ticks at ([\d.]+) Hz", err)
+    check(m, "no --wall note on stderr", err)
     return int(m.group(1))
 
 
@@ -248,3 +249,46 @@ def test_wall_every_format(target):
         pb = gzip.open(files[".pb.gz"]).read()
         check(b"[waiting]" in pb and b"xb_wall:wait_here/0" in pb and b"wall" in pb and b"cpu" not in pb,
               "pprof: no [waiting] frame or no wall sample type")
+
+
+def _wall_until(vm, end):
+    """erlang-sample --wall --format folded with no -d, ended by END(proc)
+    about 1.5 s in: (exit status, folded stacks, stderr)."""
+    import os
+    import subprocess
+    import time
+    from xbtest import tmpdir, tool_path
+    out, err = os.path.join(tmpdir(), "wall.out"), os.path.join(tmpdir(), "wall.err")
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.Popen([tool_path(TOOL), "--wall", "--format", "folded", str(vm.pid)], stdout=o, stderr=e,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(1.5)
+        end(p)
+        try:
+            rc = p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            check(False, "erlang-sample --wall did not end within 10 s")
+    return rc, folded(open(out).read()), open(err).read()
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_ends_on_sigint_and_vm_exit(target):
+    """--wall without -d: ^C (SIGINT) ends it within 10 s, exit 0, with
+    what was gathered (the waiter counted in every tick); the VM's exit
+    ends it the same way, with the note saying the VM exited."""
+    import os
+    import signal
+    with VM(target, schedulers=2) as vm:
+        start(vm)
+        rc, st, err = _wall_until(vm, lambda p: p.send_signal(signal.SIGINT))
+        n = ticks_of(err)
+        w = st.get("[waiting];xb_wall:outer/0;xb_wall:wait_here/0", 0)
+        check(rc == 0 and n >= 10 and n - 3 <= w <= n, "after ^C: exit %s, %d ticks, waiter %d" % (rc, n, w), err)
+        rc, st, err = _wall_until(vm, lambda p: os.kill(vm.pid, signal.SIGKILL))
+        vm.kill()
+        w = st.get("[waiting];xb_wall:outer/0;xb_wall:wait_here/0", 0)
+        check(rc == 0 and w >= 10 and "exited" in err, "after the VM's exit: exit %s, waiter %d" % (rc, w), err)
+        log("^C and the VM's exit: results written (waiter %d samples)" % w)
