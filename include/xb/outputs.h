@@ -42,6 +42,7 @@ struct xb_profile_sink_opts {
 	bool only_erlang;  /* table: count the innermost Erlang frame */
 	bool grouped;      /* --by: stacks end in a group frame; the table has a block per group */
 	double wall_hz;    /* --wall: the profile holds wall-clock samples, this many ticks a second */
+	const struct xb_sink *wall; /* --wall: its sink (xb_wall_note, in the table) */
 };
 
 /* The session's aggregated profile, written in one format. */
@@ -56,6 +57,10 @@ struct xb_wall_opts {
 	bool by_process;     /* --by process: a group frame per process */
 };
 struct xb_sink *xb_wall_sink_new(const struct xb_wall_opts *o, size_t proc_size);
+/* The note on a run that read random subsets (above max_procs), with the
+ * error it implies, into BUF; false (BUF empty) when every tick read every
+ * process. */
+bool xb_wall_note(const struct xb_sink *k, char *buf, size_t len);
 
 struct xb_pstack_opts {
 	bool idle_stacks; /* unwind where idle schedulers wait */

@@ -22,9 +22,12 @@ static int write_table(struct profile_sink *ps, struct xb_session *s, FILE *out)
 	/* --wall: the samples are the profile's, each process once per tick */
 	uint64_t processed = ps->o.wall_hz ? s->prof.total : s->st.processed;
 	uint64_t received = ps->o.wall_hz ? s->prof.total : s->st.received;
+	char note[400];
 	if (ps->o.wall_hz)
 		fprintf(out, "wall-clock samples: every process once per tick, %g ticks a second; the root is its "
 			     "state\n", ps->o.wall_hz);
+	if (ps->o.wall && xb_wall_note(ps->o.wall, note, sizeof(note)))
+		fprintf(out, "note: %s\n", note);
 	if (ps->o.grouped) /* --by */
 		return xb_write_grouped_table(out, &s->prof, ps->o.only_erlang, ps->o.blame, ps->o.top, processed,
 					      received);

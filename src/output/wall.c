@@ -443,16 +443,26 @@ static int write_note(struct xb_sink *k, struct xb_session *s, FILE *f)
 			(unsigned long long)w->changed, (unsigned long long)w->unreadable,
 			(unsigned long long)w->not_sampled);
 	fputc('\n', f);
-	if (w->subset_ticks) {
-		double p = w->p_min;
-		fprintf(f, "erlang-sample: --wall: note: above --wall-max-processes %zu, %llu of %llu ticks read a random "
-			   "subset of the processes (at least %.2f%% of them) and counted each sample for 1/p processes; "
-			   "a row of N samples is off by about sqrt(N*(1-p)/p) (one standard deviation: +-%.1f%% at "
-			   "N=1000)\n",
-			w->o.max_procs, (unsigned long long)w->subset_ticks, (unsigned long long)w->ticks, 100.0 * p,
-			100.0 * sqrt((1 - p) / (1000.0 * p)));
-	}
+	char note[400];
+	if (xb_wall_note(k, note, sizeof(note)))
+		fprintf(f, "erlang-sample: --wall: note: %s\n", note);
 	return 0;
+}
+
+bool xb_wall_note(const struct xb_sink *k, char *buf, size_t len)
+{
+	const struct wall_sink *w = (const struct wall_sink *)k;
+	buf[0] = 0;
+	if (!w->subset_ticks)
+		return false;
+	double p = w->p_min;
+	snprintf(buf, len,
+		 "above --wall-max-processes %zu, %llu of %llu ticks read a random subset of the processes (at "
+		 "least %.2f%% of them) and counted each sample for 1/p processes; a row of N samples is off by "
+		 "about sqrt(N*(1-p)/p) (one standard deviation: +-%.1f%% at N=1000)",
+		 w->o.max_procs, (unsigned long long)w->subset_ticks, (unsigned long long)w->ticks, 100.0 * p,
+		 100.0 * sqrt((1 - p) / (1000.0 * p)));
+	return true;
 }
 
 static void free_sink(struct xb_sink *k)

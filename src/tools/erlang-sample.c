@@ -738,7 +738,7 @@ static int blame_refused(struct xb_session *s)
 
 /* The sink that writes one output in this mode; NULL when memory runs out. */
 static struct xb_sink *output_sink(struct xb_session *s, const struct output *out, enum xb_by by,
-				   const char *title, char **only, size_t nonly)
+				   const char *title, char **only, size_t nonly, const struct xb_sink *wall)
 {
 	if (o.live) {
 		struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window, .blame = o.blame,
@@ -762,7 +762,7 @@ static struct xb_sink *output_sink(struct xb_session *s, const struct output *ou
 	}
 	struct xb_profile_sink_opts po = { .format = out->fmt, .title = title, .blame = o.blame, .top = o.top,
 					   .only_erlang = o.only_erlang, .grouped = by != XB_BY_NONE,
-					   .wall_hz = o.wall ? o.wall_hz : 0 };
+					   .wall_hz = o.wall ? o.wall_hz : 0, .wall = wall };
 	return xb_profile_sink_new(&po);
 }
 
@@ -780,19 +780,24 @@ static int add_sinks(struct xb_session *s, int pid, const struct output *outs, s
 		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
 			 xb_flavor_name(s->vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
 			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
-	for (size_t i = 0; i < nouts; i++) {
-		struct xb_sink *k = output_sink(s, &outs[i], by, title, only, nonly);
-		if (!k)
-			return xb_fail("out of memory");
-		xb_session_add_sink(s, k);
-	}
-	if (o.wall) { /* after the outputs: its note goes to stderr */
+	struct xb_sink *wall = NULL;
+	if (o.wall) {
 		struct xb_wall_opts wo = { .hz = o.wall_hz, .max_procs = o.wall_max, .by_process = by == XB_BY_PROCESS };
-		struct xb_sink *k = xb_wall_sink_new(&wo, (size_t)xb_off(&s->vm, XB_F_PROC_SIZE));
-		if (!k)
+		wall = xb_wall_sink_new(&wo, (size_t)xb_off(&s->vm, XB_F_PROC_SIZE));
+		if (!wall)
 			return xb_fail("out of memory");
+	}
+	for (size_t i = 0; i < nouts; i++) {
+		struct xb_sink *k = output_sink(s, &outs[i], by, title, only, nonly, wall);
+		if (!k) {
+			if (wall)
+				wall->ops->free(wall);
+			return xb_fail("out of memory");
+		}
 		xb_session_add_sink(s, k);
 	}
+	if (wall) /* after the outputs (sinks[i] writes outs[i]): its note goes to stderr */
+		xb_session_add_sink(s, wall);
 	/* (a file: -o, or stdout sent to one by the shell, `> out.folded`;
 	 * not a pipe, whose reader may be drawing on the same terminal) */
 	struct stat st;

@@ -146,8 +146,9 @@ def test_wall_by_process_table(target):
 @timeout(120)
 def test_wall_subset_scaled(target):
     """Above --wall-max-processes, a random subset per tick, each sample
-    counted for 1/p: a note says so with the error it implies, and the
-    total stays about processes x ticks (within 15%)."""
+    counted for 1/p: a note says so with the error it implies (on stderr,
+    and in the table), and the total stays about processes x ticks (within
+    15%)."""
     with VM(target, schedulers=2) as vm:
         start(vm)
         r = wall(vm, "--wall-max-processes", "10", "--format", "folded")
@@ -161,6 +162,10 @@ def test_wall_subset_scaled(target):
         want = procs * n
         check(abs(total - want) <= 0.15 * want, "scaled total %d, expected %.0f (%.0f processes x %d ticks)"
               % (total, want, procs, n), r.err)
+        # the table says so too
+        r = wall(vm, "--wall-max-processes", "10")
+        check(re.search(r"^note: above --wall-max-processes 10, .* standard deviation", r.out, re.M),
+              "no note on the subset in the table", r.out)
         log("subset: %d samples for %.0f processes x %d ticks" % (total, procs, n))
 
 
