@@ -230,13 +230,17 @@ def test_wall_runnable_on_one_scheduler(target):
 @timeout(120)
 def test_wall_every_format(target):
     """One run written as folded, flame graph, speedscope and pprof (-o
-    four times): each carries the state frames and the waiter's function;
-    speedscope is JSON whose frames hold [waiting]; pprof's sample type is
-    wall time."""
+    four times), each read as test_formats reads the on-CPU profiles: the
+    SVG well-formed and self-contained, with a [waiting] frame and the
+    waiter's function above it; speedscope valid against its schema, the
+    waiter's stack [waiting] -> outer/0 -> wait_here/0; go tool pprof
+    -traces shows the same stack; pprof's sample type is wall time."""
     import gzip
-    import json
     import os
+    import sys
     from xbtest import tmpdir
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_formats import check_svg_file, frame_titles, load_speedscope, pprof_traces, stacks_of
     with VM(target, schedulers=2) as vm:
         start(vm)
         d = tmpdir()
@@ -246,14 +250,18 @@ def test_wall_every_format(target):
         check(r.rc == 0 and not r.timed_out, "erlang-sample --wall -o x4: exit %s" % r.rc, r.describe())
         fold = open(files[".folded"]).read()
         check("[waiting];xb_wall:outer/0;xb_wall:wait_here/0 " in fold and "[running]" in fold, "folded", fold)
-        svg = open(files[".svg"]).read()
-        check("[waiting]" in svg and "xb_wall:wait_here/0" in svg, "the flame graph has no [waiting] frame")
-        doc = json.load(open(files[".speedscope.json"]))
-        names = [f["name"] for f in doc["shared"]["frames"]]
-        check("[waiting]" in names and "xb_wall:wait_here/0" in names, "speedscope frames: %s" % names[:30])
+        root, _ = check_svg_file(files[".svg"])
+        titles = [t[0] for t in frame_titles(root)]
+        check("[waiting]" in titles and "xb_wall:wait_here/0" in titles and "[running]" in titles,
+              "the flame graph's frames: %s" % titles[:40])
+        doc = load_speedscope(files[".speedscope.json"])
+        want = ["[waiting]", "xb_wall:outer/0", "xb_wall:wait_here/0"]
+        stacks = [st for prof in doc["profiles"] for st, w in stacks_of(doc, prof)]
+        check(want in stacks, "no speedscope stack %s; some: %s" % (want, stacks[:10]))
+        traces, out = pprof_traces(files[".pb.gz"])
+        check(any(fr[:3] == want[::-1] for _, fr in traces), "go tool pprof -traces: no %s" % want[::-1], out)
         pb = gzip.open(files[".pb.gz"]).read()
-        check(b"[waiting]" in pb and b"xb_wall:wait_here/0" in pb and b"wall" in pb and b"cpu" not in pb,
-              "pprof: no [waiting] frame or no wall sample type")
+        check(b"wall" in pb and b"cpu" not in pb, "pprof: the sample type is not wall time")
 
 
 def _wall_until(vm, end):
