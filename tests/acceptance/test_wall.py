@@ -305,3 +305,19 @@ def test_wall_ends_on_sigint_and_vm_exit(target):
         w = st.get("[waiting];xb_wall:outer/0;xb_wall:wait_here/0", 0)
         check(rc == 0 and w >= 10 and "exited" in err, "after the VM's exit: exit %s, waiter %d" % (rc, w), err)
         log("^C and the VM's exit: results written (waiter %d samples)" % w)
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_suspended(target):
+    """A process suspended (erlang:suspend_process/1) while waiting in
+    xb_dump:idle/0: every one of its samples is [suspended] over that
+    function, one per tick."""
+    with VM(target, schedulers=2) as vm:
+        pid = vm.eval("xb_dump:suspended()").strip().strip('"')
+        r = wall(vm, "--by", "process", "--format", "folded")
+        n = expected_count(r)
+        mine = {k: c for k, c in folded(r.out).items() if k.startswith(pid + " xb_dump_suspended;")}
+        want = "%s xb_dump_suspended;[suspended];xb_dump:idle/0" % pid
+        check(list(mine) == [want] and n - 3 <= mine[want] <= n, "the suspended process: %s in %d ticks" % (mine, n),
+              r.out)
