@@ -777,9 +777,9 @@ static int add_sinks(struct xb_session *s, int pid, const struct output *outs, s
 		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
 			 s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor));
 	else
-		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
-			 xb_flavor_name(s->vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
-			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
+			 xb_flavor_name(s->vm.flavor), o.wall ? ", --wall (wall-clock)" : "", o.blame ? ", --blame " : "",
+			 o.blame ? o.blame : "", by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
 	struct xb_sink *wall = NULL;
 	if (o.wall) {
 		struct xb_wall_opts wo = { .hz = o.wall_hz, .max_procs = o.wall_max, .by_process = by == XB_BY_PROCESS };
