@@ -53,7 +53,7 @@ def start(vm):
             for name in ("xb_wall_busy", "xb_wall_waiter", "xb_wall_sleeper")}
 
 
-@per_vm(only=["stock"])
+@per_vm(only=["stock", "otp25-emu-dwarf"])  # (both flavours; otp29-jit passes too)
 @timeout(120)
 def test_wall_folded_states_and_counts(target):
     """A busy process, one blocked in a receive in a known function, one in
@@ -188,7 +188,7 @@ def test_wall_bad_input(target):
               % (r.rc, lines))
 
 
-@per_vm(only=["stock"])
+@per_vm(only=["stock", "otp25-emu-dwarf"])  # (both flavours; otp29-jit passes too)
 @timeout(120)
 def test_wall_runnable_on_one_scheduler(target):
     """Four busy processes on one scheduler (+S 1) at -F 50: at any moment
