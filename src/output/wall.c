@@ -12,7 +12,9 @@
  * erlstack.c, xb_erlang_stack_saved), read then checked: its saved state
  * is read again after the stack and must not have changed.  A running
  * (or collecting) process's stack is its scheduler's latest CPU sample of
- * it, when that is recent (RUN_FRESH_NS).  What is not known is said by a
+ * it, when that is recent (RUN_FRESH_NS), or, when its scheduler is
+ * blocked off the CPU in a call the process made (a NIF that sleeps),
+ * read from there (find_blocked).  What is not known is said by a
  * mark below the state: "[stack not sampled]", "[stack changed while
  * read]", "[stack unreadable]".  A process whose structure itself could
  * not be read consistently (proctab.c's checks) costs that tick's sample
@@ -67,6 +69,9 @@ struct wall_sink {
 	struct xb_session *s;
 	struct last_run *run; /* by sampler thread index */
 	size_t nrun;
+	struct last_run *blocked; /* this tick: processes running blocked off the CPU */
+	size_t nblocked, blocked_cap;
+	uint64_t blocked_seen;
 	uint64_t period_ns, next_ns, tick_ns;
 	struct xb_ptab t;
 	bool t_open;
@@ -134,7 +139,41 @@ static const struct last_run *running_stack(struct wall_sink *w, uint64_t c_p, u
 		if (r->c_p == c_p && r->ns + RUN_FRESH_NS >= now && (!best || r->ns > best->ns))
 			best = r;
 	}
+	for (size_t i = 0; !best && i < w->nblocked; i++)
+		if (w->blocked[i].c_p == c_p)
+			best = &w->blocked[i];
 	return best;
+}
+
+/* Normal schedulers with no recent sample may be blocked off the CPU in a
+ * NIF or BIF their process called (a sleep, blocking I/O): that process
+ * then runs without a CPU sample; its stack as --pstack and --dump read
+ * it (xb_session_blocked_call: read while the thread stayed blocked at
+ * the same place in the same call).  One read per idle scheduler. */
+static void find_blocked(struct wall_sink *w, struct xb_session *s, uint64_t now)
+{
+	static struct xb_unwind uw;
+	static struct xb_estack es;
+	char buf[1200];
+	w->nblocked = 0;
+	for (size_t i = 0; i < s->smp.nthreads; i++) {
+		const struct xb_thread *t = &s->smp.threads[i];
+		if (t->kind != 's' || t->dead || (i < w->nrun && w->run[i].ns + RUN_FRESH_NS >= now))
+			continue;
+		if (xb_grow((void **)&w->blocked, &w->blocked_cap, w->nblocked + 1, sizeof(*w->blocked)) < 0)
+			return;
+		if (!xb_session_blocked_call(s, t, &uw, &es) || !es.n)
+			continue;
+		struct last_run *r = &w->blocked[w->nblocked++];
+		r->c_p = es.c_p;
+		r->ns = now;
+		r->partial = false;
+		r->n = 0;
+		for (unsigned k = 0; k < es.n && r->n < RUN_MAX_IDS; k++)
+			r->ids[r->n++] = xb_profile_intern(&s->prof, xb_frames_code_name(&s->fr, es.frames[k], buf, sizeof(buf)),
+							   "[Erlang]", XB_FK_ERLANG);
+		w->blocked_seen++;
+	}
 }
 
 /* ---- one tick ---- */
@@ -367,6 +406,7 @@ static void tick(struct wall_sink *w, struct xb_session *s)
 		snprintf(w->why, sizeof(w->why), "%s", xb_err());
 		return;
 	}
+	find_blocked(w, s, w->tick_ns);
 	uint32_t nproc = w->t.nlive;
 	w->p = nproc > w->o.max_procs ? (double)w->o.max_procs / nproc : 1.0;
 	if (w->p < 1.0) {
@@ -471,6 +511,7 @@ static void free_sink(struct xb_sink *k)
 	if (w->t_open)
 		xb_ptab_close(&w->t);
 	free(w->run);
+	free(w->blocked);
 	free(w->v);
 	free(w->bufs);
 	free(w->stacks);

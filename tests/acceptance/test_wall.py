@@ -321,3 +321,27 @@ def test_wall_suspended(target):
         want = "%s xb_dump_suspended;[suspended];xb_dump:idle/0" % pid
         check(list(mine) == [want] and n - 3 <= mine[want] <= n, "the suspended process: %s in %d ticks" % (mine, n),
               r.out)
+
+
+@per_vm(only=["stock"])
+@timeout(120)
+def test_wall_running_blocked_in_a_nif(target):
+    """A process whose NIF sleeps 100 ms a call (xb_sched:sleep_nif: its
+    scheduler blocked off the CPU, so no CPU sample sees it): [running]
+    with its stack read where the scheduler blocks (sleep_loop/1, the NIF's
+    caller) in >= 80% of its samples, not "[stack not sampled]"."""
+    from xbtest import tmpdir
+    from xbsample import build_sched_nif, wait_running
+    with VM(target, schedulers=2) as vm:
+        vm.eval('ok = xb_sched_nif:load("%s")' % build_sched_nif(target, tmpdir()))
+        pid = vm.eval("pid_to_list(xb_sched:sleep_nif(100000))").strip().strip('"')
+        wait_running(vm, "xb_sleeper")
+        r = wall(vm, "--by", "process", "--format", "folded")
+        n = expected_count(r)
+        head = pid + " xb_sleeper;"
+        mine = {k[len(head):]: c for k, c in folded(r.out).items() if k.startswith(head)}
+        total = sum(mine.values())
+        good = sum(c for k, c in mine.items() if k.startswith("[running];xb_sched:sleep_loop/1"))
+        check(abs(total - n) <= 3 and good >= 0.8 * total, "xb_sleeper: %d of %d samples [running] in "
+              "sleep_loop/1 (%d ticks)" % (good, total, n), mine)
+        log("a NIF sleeping: %d of %d samples with its stack; %s" % (good, total, mine))
