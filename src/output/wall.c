@@ -475,6 +475,9 @@ static int write_note(struct xb_sink *k, struct xb_session *s, FILE *f)
 	if (w->dropped)
 		fprintf(f, "; %llu samples lost (a process changing under both reads of it)",
 			(unsigned long long)w->dropped);
+	if (w->blocked_seen)
+		fprintf(f, "; %llu times a process ran blocked off the CPU in a call (its stack read where its "
+			   "scheduler blocks)", (unsigned long long)w->blocked_seen);
 	if (w->changing)
 		fprintf(f, "; %llu samples of a process changing under both reads (its state as first read)",
 			(unsigned long long)w->changing);
