@@ -30,6 +30,7 @@ struct xb_out_meta {
 	uint64_t processed, received;
 	const char *blame; /* non-NULL: the profile holds only stacks containing this native fn */
 	unsigned max_depth; /* --max-callchain-depth, for the "[truncated]" note; 0: not said */
+	bool wall;          /* --wall: a sample is period_ns of a process's wall-clock time, not CPU */
 };
 
 /* Self-contained SVG: no external resources, inline script (zoom, search),

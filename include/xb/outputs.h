@@ -41,10 +41,26 @@ struct xb_profile_sink_opts {
 	size_t top;        /* table rows */
 	bool only_erlang;  /* table: count the innermost Erlang frame */
 	bool grouped;      /* --by: stacks end in a group frame; the table has a block per group */
+	double wall_hz;    /* --wall: the profile holds wall-clock samples, this many ticks a second */
+	const struct xb_sink *wall; /* --wall: its sink (xb_wall_note, in the table) */
 };
 
 /* The session's aggregated profile, written in one format. */
 struct xb_sink *xb_profile_sink_new(const struct xb_profile_sink_opts *o);
+
+/* --wall: every process once per tick, its state as the root frame, into
+ * the session's profile (the session runs with sinks_only); writes a note
+ * on what the run read.  PROC_SIZE: the VM's process structure, bytes. */
+struct xb_wall_opts {
+	double hz;           /* ticks per second */
+	size_t max_procs;    /* above this, a random subset per tick, scaled */
+	bool by_process;     /* --by process: a group frame per process */
+};
+struct xb_sink *xb_wall_sink_new(const struct xb_wall_opts *o, size_t proc_size);
+/* The note on a run that read random subsets (above max_procs), with the
+ * error it implies, into BUF; false (BUF empty) when every tick read every
+ * process. */
+bool xb_wall_note(const struct xb_sink *k, char *buf, size_t len);
 
 struct xb_pstack_opts {
 	bool idle_stacks; /* unwind where idle schedulers wait */

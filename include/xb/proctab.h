@@ -79,6 +79,11 @@ struct xb_ptab {
 enum {
 	XB_PROC_NAMES = 1,  /* registered name, current function */
 	XB_PROC_MEMORY = 2, /* links, monitors, message queue, dictionary: memory */
+	XB_PROC_CHANGING = 4, /* xb_ptab_foreach: a process that changed under
+			       * both reads is handed out too, its first read
+			       * (which parsed: pid, slot and state hold),
+			       * marked XB_PP_CHANGING (--wall: a running
+			       * process's heap changes all the time) */
 };
 
 /* Parts cut short by the bounds below (the figures are then low). */
@@ -86,6 +91,7 @@ enum {
 	XB_PP_MSGQ = 1,     /* more than XB_MAX_MSGQ_WALK messages */
 	XB_PP_LINKS = 2,    /* more than XB_MAX_ML_WALK links or monitors */
 	XB_PP_UNREADABLE = 4, /* a message or link could not be read */
+	XB_PP_CHANGING = 8,   /* XB_PROC_CHANGING: not the same twice; the first read */
 };
 #define XB_MAX_MSGQ_WALK 2000000
 #define XB_MAX_ML_WALK 1000000
@@ -173,6 +179,12 @@ void xb_ptab_close(struct xb_ptab *t);
  *   for (uint32_t s = 0; xb_ptab_next(&t, &s); s++)
  *           if (xb_proc_read(&t, s, XB_PROC_NAMES, &p) == 0) ... */
 bool xb_ptab_next(const struct xb_ptab *t, uint32_t *slot);
+
+/* Keep only the non-empty slots (as the slot array was last read) KEEP
+ * says yes to, in order: a subset for xb_ptab_foreach to visit (--wall's
+ * random sample of a big table).  The next xb_ptab_refresh reads them all
+ * again. */
+void xb_ptab_filter(struct xb_ptab *t, bool (*keep)(void *arg), void *arg);
 
 /* Every process in slot order, in batches (one process_vm_readv per
  * batch of structures); fn returns 0 to go on, non-zero to stop (returned).

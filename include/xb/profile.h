@@ -60,6 +60,8 @@ uint32_t xb_profile_intern_at(struct xb_profile *p, const char *name, const char
  * has a location, else its name.  Returns f->name or BUF. */
 const char *xb_fname_text(const struct xb_fname *f, char *buf, size_t len);
 int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative);
+/* The same stack COUNT times (a weighted sample: --wall's scaled subsets). */
+int xb_profile_add_n(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative, uint64_t count);
 /* A hash of text for tables indexed by its low bits: seeded at start and
  * mixed, so that names a target chooses cannot be made to share them
  * (profile.c: the profile's own tables, pprof's string table). */

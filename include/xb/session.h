@@ -48,6 +48,8 @@ struct xb_session_opts {
 	enum xb_by by;          /* --by: every stack gets its group as outermost frame */
 	unsigned drain_ms;      /* drain interval (0: the default, 2 or 5 ms) */
 	bool drain_given;       /* --drain-ms: also with BPF capture */
+	bool sinks_only;        /* the samples go to the sinks only, not to the
+				 * profile, which holds what a sink adds (--wall) */
 };
 
 /* Skid (sample -> last live read) as a histogram: memory does not grow

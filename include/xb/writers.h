@@ -21,6 +21,11 @@
 const char *xb_text_clean(const char *name, bool folded, char *buf, size_t len);
 
 void xb_write_processed(FILE *f, uint64_t processed, uint64_t received);
+/* --wall: the share of P's samples under each state root ("[running]",
+ * "[waiting]", ...: a stack's outermost frame, below its group), as one
+ * line "PREFIXstates: waiting 97.50%, running 2.50%"; nothing when no
+ * stack has a state root (not a wall-clock profile). */
+void xb_write_wall_states(FILE *f, const struct xb_profile *p, const char *prefix);
 void xb_write_rows(FILE *f, const struct xb_profile *p, const struct xb_row *rows, size_t n,
 		   size_t top, uint64_t denom);
 /* Folded stacks (root to leaf, ';'-separated, " COUNT"). */

@@ -923,6 +923,17 @@ out:
 	return rc;
 }
 
+void xb_ptab_filter(struct xb_ptab *t, bool (*keep)(void *arg), void *arg)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < t->nlive; i++)
+		if (keep(arg)) {
+			t->live_slot[n] = t->live_slot[i];
+			t->live_ptr[n++] = t->live_ptr[i];
+		}
+	t->nlive = n;
+}
+
 enum snap { S_GOOD, S_GONE, S_CHANGING, S_UNREADABLE };
 
 int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_proc *p, void *arg),
@@ -1009,8 +1020,11 @@ int xb_ptab_foreach(struct xb_ptab *t, unsigned want, int (*fn)(const struct xb_
 			} else {
 				/* once more, alone */
 				struct xb_proc one;
-				if (proc_read(t, slot[i], want, &one) == 0) {
+				if (proc_read(t, slot[i], want & ~XB_PROC_CHANGING, &one) == 0) {
 					v[i] = one;
+				} else if ((want & XB_PROC_CHANGING) && state[i] == S_GOOD &&
+					   strncmp(xb_err(), "gone", 4) != 0) {
+					v[i].partial |= XB_PP_CHANGING;
 				} else {
 					if (strncmp(xb_err(), "gone", 4) == 0)
 						st->gone++;

@@ -118,6 +118,7 @@ static int write_batch(FILE *f, const struct xb_profile *p, const struct ranked 
 		fprintf(f, "== %s: %llu samples, %.2f%% of all\n",
 			g->gid == NO_GROUP ? "(no group)" : xb_text_clean(p->names[g->gid].name, false, name, sizeof(name)),
 			(unsigned long long)counted, all ? 100.0 * (double)counted / (double)all : 0.0);
+		xb_write_wall_states(f, &g->sub, "   ");
 		xb_write_rows(f, &g->sub, rows, nrows, top, counted);
 		free(rows);
 	}

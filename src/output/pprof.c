@@ -238,8 +238,8 @@ static int build(struct pp *x, const struct xb_profile *p, const struct xb_out_m
 	if (strtab_add(&x->st, "") != 0)
 		return -1;
 	if (value_type(x, &x->vt[0], "samples", "count") < 0 ||
-	    value_type(x, &x->vt[1], "cpu", "nanoseconds") < 0 ||
-	    value_type(x, &x->vt[2], "cpu", "nanoseconds") < 0)
+	    value_type(x, &x->vt[1], m->wall ? "wall" : "cpu", "nanoseconds") < 0 ||
+	    value_type(x, &x->vt[2], m->wall ? "wall" : "cpu", "nanoseconds") < 0)
 		return -1;
 	x->vtp[0] = &x->vt[0];
 	x->vtp[1] = &x->vt[1];

@@ -19,9 +19,18 @@ struct profile_sink {
 static int write_table(struct profile_sink *ps, struct xb_session *s, FILE *out)
 {
 	struct xb_row *rows;
+	/* --wall: the samples are the profile's, each process once per tick */
+	uint64_t processed = ps->o.wall_hz ? s->prof.total : s->st.processed;
+	uint64_t received = ps->o.wall_hz ? s->prof.total : s->st.received;
+	char note[400];
+	if (ps->o.wall_hz)
+		fprintf(out, "wall-clock samples: every process once per tick, %g ticks a second; the root is its "
+			     "state\n", ps->o.wall_hz);
+	if (ps->o.wall && xb_wall_note(ps->o.wall, note, sizeof(note)))
+		fprintf(out, "note: %s\n", note);
 	if (ps->o.grouped) /* --by */
-		return xb_write_grouped_table(out, &s->prof, ps->o.only_erlang, ps->o.blame, ps->o.top,
-					      s->st.processed, s->st.received);
+		return xb_write_grouped_table(out, &s->prof, ps->o.only_erlang, ps->o.blame, ps->o.top, processed,
+					      received);
 	if (ps->o.blame) {
 		uint64_t matched, no_erl;
 		size_t n = xb_profile_blame(&s->prof, ps->o.blame, &rows, &matched, &no_erl);
@@ -34,8 +43,9 @@ static int write_table(struct profile_sink *ps, struct xb_session *s, FILE *out)
 	}
 	uint64_t counted;
 	size_t n = xb_profile_flat(&s->prof, ps->o.only_erlang ? XB_FLAT_ERLANG : XB_FLAT_LEAF, &rows, &counted);
-	xb_write_processed(out, s->st.processed, s->st.received);
-	xb_write_rows(out, &s->prof, rows, n, ps->o.top, s->st.processed);
+	xb_write_processed(out, processed, received);
+	xb_write_wall_states(out, &s->prof, "");
+	xb_write_rows(out, &s->prof, rows, n, ps->o.top, processed);
 	free(rows);
 	return 0;
 }
@@ -55,16 +65,17 @@ static int write_profile(struct xb_sink *k, struct xb_session *s, FILE *out)
 			return -1;
 		p = &filtered;
 	}
-	uint64_t per_thread_hz = s->o.period ? 0 : s->o.freq;
+	double per_thread_hz = ps->o.wall_hz ? ps->o.wall_hz : s->o.period ? 0 : s->o.freq;
 	struct xb_out_meta m = {
 		.title = ps->o.title,
 		.start_unix_ns = s->start_unix_ns,
 		.duration_ns = (uint64_t)(s->elapsed_s * 1e9),
-		.period_ns = per_thread_hz ? 1000000000ull / per_thread_hz : 0,
-		.processed = s->st.processed,
-		.received = s->st.received,
+		.period_ns = per_thread_hz > 0 ? (uint64_t)(1e9 / per_thread_hz) : 0,
+		.processed = ps->o.wall_hz ? s->prof.total : s->st.processed,
+		.received = ps->o.wall_hz ? s->prof.total : s->st.received,
 		.blame = ps->o.blame,
 		.max_depth = s->o.max_depth,
+		.wall = ps->o.wall_hz > 0,
 	};
 	int rc = xb_formats[ps->o.format].write(out, p, &m);
 	if (ps->o.blame)

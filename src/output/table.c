@@ -1,6 +1,7 @@
 /* table.c - the flat table (default and --blame rows). */
 #define _GNU_SOURCE
 #include "xb/writers.h"
+#include "xb/common.h"
 #include "xb/output_util.h"
 
 #include <string.h>
@@ -18,6 +19,40 @@ void xb_write_processed(FILE *f, uint64_t processed, uint64_t received)
 {
 	fprintf(f, "processed %llu/%llu samples (%.1f%%)\n", (unsigned long long)processed,
 		(unsigned long long)received, received ? 100.0 * (double)processed / (double)received : 0.0);
+}
+
+void xb_write_wall_states(FILE *f, const struct xb_profile *p, const char *prefix)
+{
+	static const char *const states[] = { "[running]",   "[runnable]",           "[waiting]",
+					      "[suspended]", "[garbage collecting]", "[exiting]" };
+	uint64_t c[XB_ARRAY_SIZE(states)] = { 0 }, all = 0;
+	bool any = false;
+	for (size_t i = 0; i < p->nstacks; i++) {
+		const struct xb_stack *st = &p->stacks[i];
+		uint32_t n = st->n;
+		if (n && p->names[st->ids[n - 1]].kind == XB_FK_GROUP)
+			n--;
+		all += st->count;
+		if (!n || p->names[st->ids[n - 1]].kind != XB_FK_MARK)
+			continue;
+		for (size_t k = 0; k < XB_ARRAY_SIZE(states); k++)
+			if (strcmp(p->names[st->ids[n - 1]].name, states[k]) == 0) {
+				c[k] += st->count;
+				any = true;
+			}
+	}
+	if (!any || !all)
+		return;
+	fprintf(f, "%sstates:", prefix);
+	bool first = true;
+	for (size_t k = 0; k < XB_ARRAY_SIZE(states); k++)
+		if (c[k]) {
+			/* "[garbage collecting]" -> "garbage collecting" */
+			fprintf(f, "%s %.*s %.2f%%", first ? "" : ",", (int)strlen(states[k]) - 2, states[k] + 1,
+				100.0 * (double)c[k] / (double)all);
+			first = false;
+		}
+	fputc('\n', f);
 }
 
 void xb_write_rows(FILE *f, const struct xb_profile *p, const struct xb_row *rows, size_t n,

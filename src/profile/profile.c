@@ -187,7 +187,12 @@ static int rehash_stacks(struct xb_profile *p)
 
 int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative)
 {
-	p->total++;
+	return xb_profile_add_n(p, ids, n, nnative, 1);
+}
+
+int xb_profile_add_n(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32_t nnative, uint64_t count)
+{
+	p->total += count;
 	if ((p->nstacks + 1) * 2 > p->stacktab_cap && rehash_stacks(p) < 0)
 		return -1;
 	uint64_t h = mix(hash_bytes(ids, n * sizeof(*ids), 0xcbf29ce484222325ull ^ hash_seed() ^ nnative));
@@ -196,7 +201,7 @@ int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32
 		struct xb_stack *s = &p->stacks[p->stacktab[j] - 1];
 		if (s->hash == h && s->n == n && s->nnative == nnative &&
 		    memcmp(s->ids, ids, n * sizeof(*ids)) == 0) {
-			s->count++;
+			s->count += count;
 			return 0;
 		}
 		j = (j + 1) & (p->stacktab_cap - 1);
@@ -210,7 +215,7 @@ int xb_profile_add(struct xb_profile *p, const uint32_t *ids, uint32_t n, uint32
 	memcpy(s->ids, ids, n * sizeof(*ids));
 	s->n = n;
 	s->nnative = nnative;
-	s->count = 1;
+	s->count = count;
 	s->hash = h;
 	p->stacktab[j] = (uint32_t)p->nstacks + 1;
 	p->nstacks++;

@@ -571,9 +571,10 @@ static void on_sample(const struct xb_sample *smp, void *arg)
 	uint32_t n = xb_frames_ids(&s->fr, smp, &uw, es, ids, &nnative);
 	/* --by: the group is the outermost frame (xb_frames_ids leaves a
 	 * slot free: it keeps room for two marks and writes one). */
-	if (s->o.by != XB_BY_NONE && n < XB_MAX_FRAMES)
+	if (s->o.by != XB_BY_NONE && n < XB_MAX_FRAMES && !s->o.sinks_only)
 		ids[n++] = xb_by_group(s->o.by, &s->prof, &s->vm, smp, t, es);
-	xb_profile_add(&s->prof, ids, n, nnative);
+	if (!s->o.sinks_only)
+		xb_profile_add(&s->prof, ids, n, nnative);
 	struct xb_rsample rs = { smp, t, &uw, es, ids, n, nnative };
 	for (size_t i = 0; i < s->nsinks; i++)
 		if (s->sinks[i]->ops->add)

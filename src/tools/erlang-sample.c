@@ -46,6 +46,10 @@ struct opts {
 	/* --by, --schedulers, --long-calls */
 	const char *by;
 	bool schedulers, long_calls, long_calls_ms_given;
+	/* --wall */
+	bool wall, freq_given, wall_max_given;
+	size_t wall_max;
+	double wall_hz;
 	double long_calls_ms;
 	struct xb_strlist outputs;
 	int force_reg[3];
@@ -73,6 +77,7 @@ static struct opts o = {
 	.capture = "auto",
 	.perf_read = "sample",
 	.long_calls_ms = 2.0,
+	.wall_max = 10000,
 	.force_reg = { -1, -1, -1 },
 	.s = { .freq = 997, .user_stack = 16384, .max_depth = 128, .max_skid_ms = 10 },
 };
@@ -116,10 +121,23 @@ static const struct xb_opt options[] = {
 	  "least --long-calls-ms across samples (or off the CPU,\n"
 	  "blocked: seen every 2 ms): bounds of their length,\n"
 	  "function, Erlang caller, process, scheduler" },
+	{ "wall", 0, XB_OPT_FLAG, &o.wall, NULL,
+	  "a wall-clock profile of the Erlang processes: -F times\n"
+	  "a second (default 20) every process is counted once,\n"
+	  "with its state as the root frame ([running],\n"
+	  "[runnable], [waiting], [suspended], [garbage\n"
+	  "collecting], [exiting]) and its Erlang stack below it\n"
+	  "(from its saved state; a running process's from its\n"
+	  "latest CPU sample); the table, the stack formats and\n"
+	  "--by process" },
+	{ "wall-max-processes", 0, XB_OPT_SIZE, &o.wall_max, "N",
+	  "with --wall: above N processes (default 10000), each\n"
+	  "tick reads a random subset of N and scales it (a note\n"
+	  "gives the error it implies)", 1, 1e9, .given = &o.wall_max_given },
 	{ "duration", 'd', XB_OPT_DOUBLE, &o.duration, "SECONDS",
 	  "how long to sample (default and 0: until ^C)", 0, 31536000, .group = "Sampling:" },
-	{ "frequency", 'F', XB_OPT_UINT, &o.s.freq, "HZ", "samples per second per thread (default 997)", 1,
-	  100000 },
+	{ "frequency", 'F', XB_OPT_UINT, &o.s.freq, "HZ", "samples per second per thread (default 997); with\n"
+	  "--wall, ticks per second (default 20, at most 1000)", 1, 100000, .given = &o.freq_given },
 	{ "period", 0, XB_OPT_U64, &o.s.period, "N", "sample every N events instead of a frequency", 1,
 	  1e15 },
 	{ "user-stack", 0, XB_OPT_UINT, &o.s.user_stack, "BYTES",
@@ -329,6 +347,9 @@ enum {
 	A_FMT_STACK = 1u << 14, /* --format folded, flamegraph, speedscope or pprof */
 	A_NO_TTY = 1u << 15,    /* standard output is not a terminal */
 	A_WRITE_LAYOUT = 1u << 16,
+	A_WALL = 1u << 17,
+	A_LINES = 1u << 18,
+	A_BY_NOT_PROCESS = 1u << 19, /* --by other than process */
 	A_FORMAT = A_FMT_TABLE | A_FMT_JSON | A_FMT_STACK,
 	A_SCHED = A_SCHEDULERS | A_LONG_CALLS,
 };
@@ -337,7 +358,7 @@ enum {
 static const char *const asked_names[] = { "--pstack", "--check", "--dump", "--blame", "--live",
 					   "--schedulers", "--long-calls", "--by", "--only-erlang",
 					   "--long-calls-ms", "--output", "-o", "--format", "--format",
-					   "--format", "", "--write-layout" };
+					   "--format", "", "--write-layout", "--wall", "--lines", "--by" };
 
 struct rule {
 	unsigned when, unless;
@@ -347,6 +368,11 @@ struct rule {
 
 #define BY_WITH "--by groups the samples of a profile; "
 static const struct rule rules[] = {
+	{ A_WALL, 0, { A_PSTACK, A_CHECK, A_DUMP, A_BLAME, A_LIVE, A_SCHED, A_WRITE_LAYOUT, A_LINES },
+	  "--wall is a profile of its own; drop {opt}" },
+	{ A_WALL | A_FMT_JSON, 0, { 0 },
+	  "--wall writes a profile (table, folded, flamegraph, speedscope or pprof), not json" },
+	{ A_WALL | A_BY_NOT_PROCESS, 0, { 0 }, "--wall groups by process only; drop --by or use --by process" },
 	{ A_PSTACK | A_BLAME, 0, { 0 }, "--pstack and --blame are separate modes; pick one" },
 	{ A_DUMP, 0, { A_PSTACK, A_BLAME, A_CHECK, A_LIVE, A_SCHEDULERS, A_LONG_CALLS, A_BY },
 	  "--dump is a mode of its own; drop {opt}" },
@@ -406,6 +432,9 @@ static unsigned options_asked(void)
 		{ o.format && strcmp(o.format, "table") && strcmp(o.format, "json"), A_FMT_STACK },
 		{ !isatty(STDOUT_FILENO), A_NO_TTY },
 		{ o.write_layout != NULL, A_WRITE_LAYOUT },
+		{ o.wall, A_WALL },
+		{ o.lines, A_LINES },
+		{ o.by && strcmp(o.by, "process"), A_BY_NOT_PROCESS },
 	};
 	unsigned asked = 0;
 	for (size_t i = 0; i < XB_ARRAY_SIZE(v); i++)
@@ -599,8 +628,8 @@ static int parse_operands(int argc, char **argv, int first, int *pid)
 static void session_options(enum xb_by by)
 {
 	memcpy(o.s.force_reg, o.force_reg, sizeof(o.force_reg));
-	o.s.want_identity = o.pstack || o.dump || by == XB_BY_PROCESS || sched_mode(); /* pid and name of every process */
-	o.s.by = by;
+	o.s.want_identity = o.pstack || o.dump || (by == XB_BY_PROCESS && !o.wall) || sched_mode(); /* pid and name of every process */
+	o.s.by = o.wall ? XB_BY_NONE : by; /* --wall groups its own samples */
 	/* Long calls: what is read live of a call's identity counts from the
 	 * next sample on (longcalls.h); drained every ms, a call loses about
 	 * a millisecond at its edges instead of a drain interval of 2-5 ms. */
@@ -616,6 +645,31 @@ static void session_options(enum xb_by by)
 		      : strcmp(o.capture, "perf") == 0 ? XB_CAPTURE_PERF : XB_CAPTURE_AUTO;
 	o.s.realtime = !o.no_realtime;
 	o.s.perf_read_later = strcmp(o.perf_read, "later") == 0;
+	/* --wall: -F is the tick rate; the CPU samples (the stacks of running
+	 * processes) keep the default rate and go to the wall sink only */
+	if (o.wall) {
+		o.wall_hz = o.freq_given ? o.s.freq : 20;
+		o.s.freq = 997;
+		o.s.sinks_only = true;
+	}
+}
+
+/* --wall's own checks: 0, or 2 after one line on stderr. */
+static int wall_refused(void)
+{
+	if (o.wall_max_given && !o.wall) {
+		fprintf(stderr, PROG ": --wall-max-processes goes with --wall\n");
+		return 2;
+	}
+	if (o.wall && o.freq_given && o.s.freq > 1000) {
+		fprintf(stderr, PROG ": --wall ticks at most 1000 times a second (-F %u)\n", o.s.freq);
+		return 2;
+	}
+	if (o.wall && o.s.period) {
+		fprintf(stderr, PROG ": --wall ticks at -F HZ; drop --period\n");
+		return 2;
+	}
+	return 0;
 }
 
 /* --check: one line per check, exit 1 on any FAIL. */
@@ -684,7 +738,7 @@ static int blame_refused(struct xb_session *s)
 
 /* The sink that writes one output in this mode; NULL when memory runs out. */
 static struct xb_sink *output_sink(struct xb_session *s, const struct output *out, enum xb_by by,
-				   const char *title, char **only, size_t nonly)
+				   const char *title, char **only, size_t nonly, const struct xb_sink *wall)
 {
 	if (o.live) {
 		struct xb_live_opts lo = { .interval = o.live_interval, .window = o.live_window, .blame = o.blame,
@@ -707,7 +761,8 @@ static struct xb_sink *output_sink(struct xb_session *s, const struct output *ou
 		return xb_schedulers_sink_new(&so);
 	}
 	struct xb_profile_sink_opts po = { .format = out->fmt, .title = title, .blame = o.blame, .top = o.top,
-					   .only_erlang = o.only_erlang, .grouped = by != XB_BY_NONE };
+					   .only_erlang = o.only_erlang, .grouped = by != XB_BY_NONE,
+					   .wall_hz = o.wall ? o.wall_hz : 0, .wall = wall };
 	return xb_profile_sink_new(&po);
 }
 
@@ -722,15 +777,27 @@ static int add_sinks(struct xb_session *s, int pid, const struct output *outs, s
 		snprintf(title, sizeof(title), PROG " --live: PID %d (OTP %s, erts %s, %s)", pid,
 			 s->vm.otp[0] ? s->vm.otp : "?", s->vm.erts, xb_flavor_name(s->vm.flavor));
 	else
-		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
-			 xb_flavor_name(s->vm.flavor), o.blame ? ", --blame " : "", o.blame ? o.blame : "",
-			 by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
-	for (size_t i = 0; i < nouts; i++) {
-		struct xb_sink *k = output_sink(s, &outs[i], by, title, only, nonly);
-		if (!k)
+		snprintf(title, sizeof(title), PROG " %d (OTP %s, %s)%s%s%s%s%s", pid, s->vm.otp[0] ? s->vm.otp : "?",
+			 xb_flavor_name(s->vm.flavor), o.wall ? ", --wall (wall-clock)" : "", o.blame ? ", --blame " : "",
+			 o.blame ? o.blame : "", by != XB_BY_NONE ? ", --by " : "", by != XB_BY_NONE ? o.by : "");
+	struct xb_sink *wall = NULL;
+	if (o.wall) {
+		struct xb_wall_opts wo = { .hz = o.wall_hz, .max_procs = o.wall_max, .by_process = by == XB_BY_PROCESS };
+		wall = xb_wall_sink_new(&wo, (size_t)xb_off(&s->vm, XB_F_PROC_SIZE));
+		if (!wall)
 			return xb_fail("out of memory");
+	}
+	for (size_t i = 0; i < nouts; i++) {
+		struct xb_sink *k = output_sink(s, &outs[i], by, title, only, nonly, wall);
+		if (!k) {
+			if (wall)
+				wall->ops->free(wall);
+			return xb_fail("out of memory");
+		}
 		xb_session_add_sink(s, k);
 	}
+	if (wall) /* after the outputs (sinks[i] writes outs[i]): its note goes to stderr */
+		xb_session_add_sink(s, wall);
 	/* (a file: -o, or stdout sent to one by the shell, `> out.folded`;
 	 * not a pipe, whose reader may be drawing on the same terminal) */
 	struct stat st;
@@ -793,7 +860,7 @@ static int run_sampling(struct xb_session *s, int pid, enum xb_by by, struct out
 		return fail(s, 1);
 	s->fr.lines = o.lines;
 	for (size_t i = 0; i < nouts; i++)
-		s->fr.files |= xb_formats[outs[i].fmt].files;
+		s->fr.files |= xb_formats[outs[i].fmt].files && !o.wall; /* --wall names frames without files */
 	s->fr.erlang_names = o.erlang_names;
 	if (blame_refused(s)) {
 		xb_session_close(s);
@@ -840,6 +907,8 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = refused_combination();
 	if (!rc)
+		rc = wall_refused();
+	if (!rc)
 		rc = plan_outputs(outs, &nouts);
 	if (rc)
 		return rc;
@@ -854,7 +923,7 @@ int main(int argc, char **argv)
 	struct xb_attach_opts ao = { XB_NEED_STACK, o.layout };
 	if (o.lines)
 		ao.needs |= XB_NEED_LINES;
-	if (o.dump || o.schedulers || o.long_calls)
+	if (o.dump || o.schedulers || o.long_calls || o.wall)
 		ao.needs |= XB_NEED_PROCS;
 	if (o.check || o.write_layout)
 		ao.needs = XB_NEED_ALL;
@@ -870,7 +939,7 @@ int main(int argc, char **argv)
 		return run_check(&s, outs, nouts);
 	if (o.write_layout)
 		return write_layout(&s);
-	if (xb_layout_require(&s.vm, ao.needs, o.dump ? "--dump" : o.lines ? "--lines" : "sampling") < 0)
+	if (xb_layout_require(&s.vm, ao.needs, o.dump ? "--dump" : o.wall ? "--wall" : o.lines ? "--lines" : "sampling") < 0)
 		return fail(&s, 1);
 	return run_sampling(&s, pid, by, outs, nouts, argv + first + 1, (size_t)(argc - first - 1));
 }

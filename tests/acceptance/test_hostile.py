@@ -773,7 +773,8 @@ def test_corrupted_reads_real_vm_long(target):
 # Every numeric option of every tool (tests/README: table-driven).
 NUMERIC = {
     SAMPLE: ["duration", "frequency", "period", "user-stack", "wakeup", "top", "max-callchain-depth",
-             "live-interval", "live-window", "max-skid-ms", "pstack-wait", "drain-ms", "long-calls-ms"],
+             "live-interval", "live-window", "max-skid-ms", "pstack-wait", "drain-ms", "long-calls-ms",
+             "wall-max-processes"],
     PERFMAP: ["interval"],
     "erlang-heapsample": ["interval", "count", "top", "max-words", "seed"],
 }

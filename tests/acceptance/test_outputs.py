@@ -562,6 +562,13 @@ def test_output_bad_input(target):
 # (src/tools/erlang-sample.c, rules[]; and plan_outputs' -o rules), with
 # the whole line it must give: (arguments before the PID, line).
 REFUSED = [
+    (["--wall", "--pstack"], "--wall is a profile of its own; drop --pstack"),
+    (["--wall", "--lines"], "--wall is a profile of its own; drop --lines"),
+    (["--wall", "--format", "json"], "--wall writes a profile (table, folded, flamegraph, speedscope or pprof), not json"),
+    (["--wall", "--by", "cpu"], "--wall groups by process only; drop --by or use --by process"),
+    (["--wall", "-F", "2000"], "--wall ticks at most 1000 times a second (-F 2000)"),
+    (["--wall", "--period", "1000"], "--wall ticks at -F HZ; drop --period"),
+    (["--wall-max-processes", "5"], "--wall-max-processes goes with --wall"),
     (["--pstack", "--blame", "copy_struct"], "--pstack and --blame are separate modes; pick one"),
     (["--dump", "--blame", "copy_struct", "--check"], "--dump is a mode of its own; drop --blame"),
     (["--dump", "--live"], "--dump is a mode of its own; drop --live"),
