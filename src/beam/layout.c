@@ -156,13 +156,18 @@ int xb_layout_write(const struct xb_vm *vm, const char *path)
 		vm->regs.fcalls >= 0 ? xb_preg_name(vm->regs.fcalls) : "-");
 	for (int k = 0; k < 3; k++)
 		fprintf(f, "threads %d %s\n", k, vm->thread_fmt[k] ? vm->thread_fmt[k] : "-");
+	int nfields = 0;
 	for (int i = 0; i < XB_F_COUNT; i++) {
 		const struct xb_fstate *s = &vm->lay.f[i];
 		if (vm->off[i] < 0 || !xb_field_specs[i].needs)
 			continue;
 		fprintf(f, "field %s %lld %s\n", xb_field_specs[i].id + 5, (long long)vm->off[i],
 			s->proof == XB_LP_UNCHECKED ? "unchecked" : xb_lproof_name((enum xb_lproof)s->proof));
+		nfields++;
 	}
+	/* the last line: a file cut short (a copy that did not finish) is
+	 * refused, not read with the fields it still has */
+	fprintf(f, "end %d\n", nfields);
 	if (f == stdout)
 		return fflush(f) == 0 ? 0 : xb_fail("cannot write the layout to standard output: %m");
 	if (fclose(f) != 0)
@@ -209,7 +214,7 @@ int xb_layout_parse(const char *text, size_t len, struct xb_layout_file *out, ch
 		snprintf(why, wlen, "holds a NUL byte: not a layout file");
 		return -1;
 	}
-	bool magic = false, seen[XB_F_COUNT] = { 0 };
+	bool magic = false, ended = false, seen[XB_F_COUNT] = { 0 };
 	int lineno = 0, fields = 0;
 	size_t at = 0;
 	while (at < len) {
@@ -275,6 +280,16 @@ int xb_layout_parse(const char *text, size_t len, struct xb_layout_file *out, ch
 							 strchr(tok[2], '%') == strstr(tok[2], "%d")))) {
 			snprintf(out->thread_fmt[v[0]], sizeof(out->thread_fmt[0]), "%s",
 				 strcmp(tok[2], "-") == 0 ? "" : tok[2]);
+		} else if (nt == 2 && strcmp(tok[0], "end") == 0) {
+			if (!num(tok[1], 0, XB_F_COUNT, &v[0]) || v[0] != fields) {
+				snprintf(why, wlen, "line %d: the end line counts %.20s fields, the file holds %d", lineno,
+					 tok[1], fields);
+				return -1;
+			}
+			ended = true;
+		} else if (ended) {
+			snprintf(why, wlen, "line %d: after the end line", lineno);
+			return -1;
 		} else if ((nt == 3 || nt == 4) && strcmp(tok[0], "field") == 0) {
 			int f = -1;
 			for (int i = 0; i < XB_F_COUNT && f < 0; i++)
@@ -308,6 +323,10 @@ int xb_layout_parse(const char *text, size_t len, struct xb_layout_file *out, ch
 	}
 	if (!fields || !out->erts[0] || !out->flavor || !out->have_pid || !out->have_code_ix) {
 		snprintf(why, wlen, "incomplete: it needs erts, flavor, pid, code_ix and field lines");
+		return -1;
+	}
+	if (!ended) {
+		snprintf(why, wlen, "cut short: no end line (write it again with --write-layout)");
 		return -1;
 	}
 	return 0;

@@ -271,3 +271,83 @@ ALLOWED = {
 }
 # ALLOWED moves whose evidence depends on the moment: caught in some runs
 MAY_MISS = {"ErtsRunQueue_.len"}
+
+
+def perf_map(pid, *extra):
+    r = run_tool("erlang-write-perf-map", "-o", "-", *(list(extra) + [str(pid)]), timeout=90)
+    check(r.rc == 0 and "lists:reverse/2" in r.out, "erlang-write-perf-map %s failed" % " ".join(extra),
+          r.describe())
+    return r.out
+
+
+@per_vm(only=["otp25-jit-shifted-stripped"])
+@timeout(600)
+def test_layout_file_round_trip(target):
+    """--layout FILE: written by --write-layout on the build with DWARF,
+    used on its stripped copy by all three tools: every offset from the
+    file, none searched for, each proven; the answers the same as with the
+    offsets discovered (the perf map, a waiting server's --dump stack,
+    the layout written again).  A corrupt or hostile file is refused by
+    every tool with one line and a non-zero exit."""
+    key = answer_key(target)
+    d = tmpdir()
+    lay = os.path.join(d, "vm.layout")
+    with VM(key, schedulers=2) as vm:
+        r = run_tool(TOOL, "--write-layout", lay, str(vm.pid), timeout=90)
+        check(r.rc == 0, "--write-layout on the DWARF build failed", r.describe())
+    with open(lay) as f:
+        text = f.read()
+    given = layout_lines(text)
+    check(len(given) >= 100, "only %d fields in the layout written", len(given))
+    with VM(target, schedulers=2) as vm:
+        vm.eval("xb_dump:start(10)")
+        r = run_tool(TOOL, "--check", "--layout", lay, str(vm.pid), timeout=90)
+        head = r.out.splitlines()[0] if r.out else ""
+        check(r.rc == 0 and re.search(r"^\d+ checks passed, 0 failed$", r.out, re.M),
+              "--check --layout on the stripped copy failed", r.out + r.err)
+        check(re.search(r"offsets from a layout file .*, 0 discovered;", head),
+              "the offsets did not all come from the layout file", head)
+        again = os.path.join(d, "again.layout")
+        r = run_tool(TOOL, "--write-layout", again, "--layout", lay, str(vm.pid), timeout=90)
+        check(r.rc == 0, "--write-layout --layout failed", r.describe())
+        with open(again) as f:
+            check(layout_lines(f.read()) == given, "the layout written again differs from the one given")
+        check(perf_map(vm.pid, "--layout", lay) == perf_map(vm.pid), "the perf map differs with --layout")
+        dumps = [run_tool(TOOL, "--dump", *(extra + [str(vm.pid), "xb_dump_server"]), timeout=60)
+                 for extra in (["--layout", lay], [])]
+        for r in dumps:
+            check(r.rc == 0 and "xb_dump_server" in r.out, "--dump xb_dump_server failed", r.describe())
+        check(dumps[0].out == dumps[1].out, "--dump differs with --layout",
+              dumps[0].out[:800] + "\n---\n" + dumps[1].out[:800])
+        r = run_tool("erlang-heapsample", "--layout", lay, "-t", "5", str(vm.pid), timeout=90)
+        check(r.rc == 0 and "code_server" in r.out, "erlang-heapsample --layout failed", r.describe())
+        # corrupt and hostile files: refused by every tool, one line
+        lines = text.splitlines(True)
+        bad = {
+            "empty": "",
+            "truncated": "".join(lines[:len(lines) // 2])[:-7],
+            "binary": "\x7fELF\x00\x01" * 200,
+            "not a number": text.replace("field PROC_HTOP 80 ", "field PROC_HTOP 8x0 ", 1)
+            if "field PROC_HTOP 80 " in text else text.replace("field PROC_HTOP ", "field PROC_HTOP x", 1),
+            "huge offset": re.sub(r"^field PROC_HTOP \d+", "field PROC_HTOP 99999999999", text, flags=re.M),
+            "moved offset": re.sub(r"^field PROC_HTOP (\d+)", lambda m: "field PROC_HTOP %d" % (int(m.group(1)) + 8),
+                                   text, flags=re.M),
+            "other flavour": text.replace("flavor jit", "flavor emu", 1),
+            "a line 1 MiB long": text + "field " + "A" * (1 << 20) + " 8 proven\n",
+        }
+        for what, content in bad.items():
+            path = os.path.join(d, "bad.layout")
+            with open(path, "w") as f:
+                f.write(content)
+            for tool, args in ((TOOL, ["-d", "1"]), (TOOL, ["--pstack"]), ("erlang-heapsample", []),
+                               ("erlang-write-perf-map", ["-o", os.path.join(d, "map")])):
+                r = run_tool(tool, "--layout", path, *(args + [str(vm.pid)]), timeout=60)
+                if what == "moved offset" and tool == "erlang-write-perf-map":
+                    # naming code reads no process field: it runs, right
+                    check(r.rc == 0, "erlang-write-perf-map with a process field moved", r.describe())
+                    continue
+                msg = refused(r, "%s %s with a layout file %s" % (tool, " ".join(args), what))
+                check("layout" in msg or "PROC" in msg or "process" in msg,
+                      "%s (%s): the line does not name the layout or the field" % (tool, what), msg)
+        log("%d fields from %s used on %s: same perf map, --dump and layout; %d corrupt files refused by 4 "
+            "tools" % (len(given), key.name, target.name, len(bad)))

@@ -19,7 +19,8 @@ static const char good[] = "# extrospect-beam layout: comment\n"
 			   "threads 1 -\n"
 			   "field PROC_SIZE 840 proven\n"
 			   "field PROC_HEAP 152 proven\n"
-			   "field SCHED_STRIDE 41792\n";
+			   "field SCHED_STRIDE 41792\n"
+			   "end 3\n";
 
 static int parse(const char *text, struct xb_layout_file *lf, char *why)
 {
@@ -75,6 +76,14 @@ static void case_layout_file_refusals(void)
 		{ "extrospect-beam layout 1\nerts 1\nflavor jit\npid 15 13 0\ncode_ix 3\nthreads 0 %d_%d\n"
 		  "field PROC_HEAP 8\n",
 		  "not understood" },
+		/* cut short, or the end line wrong */
+		{ "extrospect-beam layout 1\nerts 1\nflavor jit\npid 15 13 0\ncode_ix 3\nfield PROC_HEAP 8\n",
+		  "cut short" },
+		{ "extrospect-beam layout 1\nerts 1\nflavor jit\npid 15 13 0\ncode_ix 3\nfield PROC_HEAP 8\nend 2\n",
+		  "the end line counts 2 fields, the file holds 1" },
+		{ "extrospect-beam layout 1\nerts 1\nflavor jit\npid 15 13 0\ncode_ix 3\nfield PROC_HEAP 8\nend 1\n"
+		  "field PROC_HTOP 16\n",
+		  "after the end line" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct xb_layout_file lf;
