@@ -96,6 +96,10 @@ enum {
 #define XB_MAX_MSGQ_WALK 2000000
 #define XB_MAX_ML_WALK 1000000
 
+/* A process state (ERTS_PSFLG_*, erl_process.h) of a process running
+ * or collecting garbage: its heap pointers change while they are read. */
+bool xb_proc_state_busy(uint32_t st);
+
 struct xb_proc {
 	uint32_t slot;
 	uint64_t addr;           /* Process* */

@@ -28,6 +28,11 @@
 #define PSFLG_DIRTY_RUNNING PSFLG(23)
 #define PSFLG_DIRTY_RUNNING_SYS PSFLG(24)
 
+bool xb_proc_state_busy(uint32_t st)
+{
+	return st & (PSFLG_GC | PSFLG_RUNNING | PSFLG_RUNNING_SYS | PSFLG_DIRTY_RUNNING | PSFLG_DIRTY_RUNNING_SYS);
+}
+
 /* erl_message.h: ERTS_MSG_COMBINED_HFRAG, the message and its heap
  * fragment in one allocation. */
 #define MSG_COMBINED_HFRAG 1u

@@ -24,6 +24,7 @@
  * fail, not loop. */
 #define _GNU_SOURCE
 #include "xb/layout.h"
+#include "xb/proctab.h"
 #include "xb/codemap.h"
 #include "xb/common.h"
 #include "xb/term.h"
@@ -1004,10 +1005,19 @@ static bool heap_triple(struct pv *pv, size_t i, const int64_t *off)
 }
 
 /* heap, hend, heap_sz: hend - heap = heap_sz words (erl_gc.c keeps them so) */
+/* A process running or collecting garbage (its state, if the offset of
+ * the state is known): its heap pointers change while they are read, so
+ * what does not hold there is no counterexample. */
+static bool busy(struct pv *pv, size_t i, const int64_t *off)
+{
+	return off[XB_F_PROC_STATE] >= 0 && in_win(pv->cur, off[XB_F_PROC_STATE], 4) &&
+	       xb_proc_state_busy((uint32_t)get(pv->cur, i, off[XB_F_PROC_STATE], 4));
+}
+
 static enum ev ev_heap(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 {
 	(void)at;
-	return heap_triple(pv, i, off) ? EV_OK : EV_BAD;
+	return heap_triple(pv, i, off) ? EV_OK : busy(pv, i, off) ? EV_NA : EV_BAD;
 }
 
 static enum ev ev_htop(struct pv *pv, size_t i, const int64_t *off, int64_t at)
@@ -1016,7 +1026,7 @@ static enum ev ev_htop(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 		return EV_NA;
 	uint64_t v = g64(pv, i, at), heap = fld(pv, i, off, XB_F_PROC_HEAP), hend = fld(pv, i, off, XB_F_PROC_HEND);
 	uint64_t stop = off[XB_F_PROC_STOP] >= 0 ? fld(pv, i, off, XB_F_PROC_STOP) : hend;
-	return v % 8 == 0 && heap <= v && v < stop && stop <= hend ? EV_OK : EV_BAD;
+	return v % 8 == 0 && heap <= v && v < stop && stop <= hend ? EV_OK : busy(pv, i, off) ? EV_NA : EV_BAD;
 }
 
 static enum ev ev_stop(struct pv *pv, size_t i, const int64_t *off, int64_t at)
@@ -1025,7 +1035,7 @@ static enum ev ev_stop(struct pv *pv, size_t i, const int64_t *off, int64_t at)
 		return EV_NA;
 	uint64_t v = g64(pv, i, at), heap = fld(pv, i, off, XB_F_PROC_HEAP), hend = fld(pv, i, off, XB_F_PROC_HEND);
 	uint64_t htop = off[XB_F_PROC_HTOP] >= 0 ? fld(pv, i, off, XB_F_PROC_HTOP) : heap;
-	return v % 8 == 0 && heap <= htop && htop < v && v <= hend ? EV_OK : EV_BAD;
+	return v % 8 == 0 && heap <= htop && htop < v && v <= hend ? EV_OK : busy(pv, i, off) ? EV_NA : EV_BAD;
 }
 
 /* high_water: heap <= high_water <= htop */

@@ -452,6 +452,24 @@ static int procs_row(const struct xb_proc *p, void *arg)
 	return 0;
 }
 
+/* check_queue, and where the queue did not hold, again on the process
+ * read anew (twice at most): a queue that received or lost messages while
+ * it was walked holds on a second look; at a wrong offset it does not. */
+static void stable_queue(struct xb_vm *vm, const int64_t *off, uint64_t p, uint8_t *b, size_t blen,
+			 enum xb_field ffirst, enum xb_field flast, enum xb_field flen, struct qcheck *q)
+{
+	for (int k = 0; k < 3; k++) {
+		struct qcheck t = *q;
+		check_queue(vm, off, p, b, blen, ffirst, flast, flen, &t);
+		if (t.bad == q->bad || k == 2 || xb_interrupted) {
+			*q = t;
+			return;
+		}
+		if (xb_read(&vm->mem, p, b, blen) < 0)
+			return; /* gone meanwhile */
+	}
+}
+
 /* The rows' structs read in batches: their queues, PSD and dictionary */
 static void procs_check(struct procs_walk *w)
 {
@@ -468,12 +486,12 @@ static void procs_check(struct procs_walk *w)
 		for (int k = 0; k < n; k++) {
 			if (!q[k].ok)
 				continue;
-			const uint8_t *b = buf + (size_t)k * win;
+			uint8_t *b = buf + (size_t)k * win;
 			uint64_t p = w->addr[at + k];
-			check_queue(w->vm, off, p, b, win, XB_F_PROC_SIGQ_FIRST, XB_F_PROC_SIGQ_LAST, XB_F_PROC_SIGQ_LEN,
-				    &w->q);
-			check_queue(w->vm, off, p, b, win, XB_F_PROC_SIGINQ_FIRST, XB_F_PROC_SIGINQ_LAST,
-				    XB_F_PROC_SIGINQ_LEN, &w->q);
+			stable_queue(w->vm, off, p, b, win, XB_F_PROC_SIGQ_FIRST, XB_F_PROC_SIGQ_LAST, XB_F_PROC_SIGQ_LEN,
+				     &w->q);
+			stable_queue(w->vm, off, p, b, win, XB_F_PROC_SIGINQ_FIRST, XB_F_PROC_SIGINQ_LAST,
+				     XB_F_PROC_SIGINQ_LEN, &w->q);
 			uint64_t psd = word_at(b, win, off[XB_F_PROC_PSD]), dict = word_at(b, win, off[XB_F_PROC_DICTIONARY]);
 			if (psd && off[XB_F_PSD_SIZE] > 0) {
 				uint64_t bs = block_size(w->vm, psd);
