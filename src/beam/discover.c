@@ -303,10 +303,13 @@ bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn, &n) < 0 ||
 		    xb_read_u64(&vm->mem, base + (uint64_t)rn + 8, &allocated) < 0)
 			return false;
-		/* every index's counts fit, staging or not (what a load
-		 * rewrites is the modules, then n) */
-		if (n > allocated || allocated > (1u << 20) || (n && !mods))
+		/* every index's allocation is plausible, staging or not; n
+		 * within it only for the active one (a load rewrites the
+		 * staging index's modules, allocated and n one by one) */
+		if (allocated > (1u << 20) || (n && !mods) || (must && n > allocated))
 			return false;
+		if (n > allocated)
+			continue;
 		if (n == 0)
 			continue;
 		uint64_t prev_end = 0;

@@ -115,10 +115,14 @@ struct fcheck {
 	 * eight or more objects may be a constant beside it (a default size):
 	 * CONSISTENT, not PROVEN */
 	uint8_t no_constant;
+	/* a pointer that may be NULL everywhere (an idle VM's current
+	 * process), but where eight objects or more hold one, one of them at
+	 * least must be what it points at */
+	uint8_t ok_if_set;
 };
 
 struct tally {
-	uint32_t ok, bad, seen;
+	uint32_t ok, bad, seen, nonzero;
 	uint64_t vals[64]; /* distinct values with evidence for it (up to 64) */
 	uint32_t nvals;
 	size_t first_bad; /* object of the first counterexample */
@@ -222,7 +226,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static bool is_process(struct pv *pv, uint64_t p)
 {
-	return p && bsearch(&p, pv->live_ptrs, pv->nlive_ptrs, 8, cmp_u64) != NULL;
+	return p && pv->live_ptrs && pv->nlive_ptrs && bsearch(&p, pv->live_ptrs, pv->nlive_ptrs, 8, cmp_u64) != NULL;
 }
 
 static bool in_code(struct pv *pv, uint64_t a)
@@ -277,25 +281,16 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 	}
 	pv->tally_derefs = 0;
 	pv->in_tally = true;
-	unsigned rereads = 0;
+	size_t badix[MAX_REREADS];
 	for (size_t i = 0; i < os->n; i++) {
 		pv->tally_over = false;
 		enum ev e = c->fn(pv, i, off, at);
-		/* A counterexample read again, a moment later: an object caught
-		 * changing (a process collecting garbage, a scheduler switching
-		 * processes) reads consistent then, or is gone; at a wrong
-		 * offset it is still a counterexample. */
-		if (e == EV_BAD && !pv->tally_over && rereads < MAX_REREADS && !xb_interrupted) {
-			if (!rereads++)
-				sleep_ms(1);
-			if (xb_read(&pv->vm->mem, os->addr[i], os->bytes + i * os->win, os->win) == 0)
-				e = c->fn(pv, i, off, at);
-			else
-				e = EV_NA;
-		}
 		if (pv->tally_over) /* past the reads this check may make */
 			continue;
+		if (e == EV_BAD && t->bad < MAX_REREADS)
+			badix[t->bad] = i;
 		t->seen++;
+		t->nonzero += get(os, i, at, sz) != 0;
 		if (e == EV_OK) {
 			t->ok++;
 			uint64_t v = get(os, i, at, sz);
@@ -312,6 +307,34 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 				t->bad_value = get(os, i, at, sz);
 			}
 			t->bad++;
+		}
+	}
+	/* A few counterexamples among many objects read again, a moment
+	 * later: an object caught changing (a process collecting garbage, a
+	 * scheduler switching processes) reads consistent then, or is gone;
+	 * at a wrong offset it is still a counterexample (and a search's
+	 * wrong candidates, with many, are not read again). */
+	if (t->bad && t->bad <= MAX_REREADS && t->bad * 4 <= t->seen && !xb_interrupted) {
+		size_t nb = t->bad;
+		sleep_ms(1);
+		for (size_t k = 0; k < nb; k++) {
+			size_t i = badix[k];
+			pv->tally_over = false;
+			enum ev e = xb_read(&pv->vm->mem, os->addr[i], os->bytes + i * os->win, os->win) == 0
+					    ? c->fn(pv, i, off, at)
+					    : EV_NA;
+			if (e == EV_BAD && !pv->tally_over)
+				continue;
+			t->bad--;
+			if (e == EV_OK && !pv->tally_over) {
+				t->ok++;
+				uint64_t v = get(os, i, at, sz);
+				bool seen = false;
+				for (uint32_t j = 0; j < t->nvals; j++)
+					seen |= t->vals[j] == v;
+				if (!seen && t->nvals < 64)
+					t->vals[t->nvals++] = v;
+			}
 		}
 	}
 	pv->in_tally = false;
@@ -339,6 +362,8 @@ static enum xb_lproof verdict(const struct tally *t, const struct fcheck *c, siz
 	 * them over cache lines).  A count most leave 0 (no_constant): the
 	 * same value everywhere leaves it CONSISTENT. */
 	if (c->spread && t->ok >= 16 && t->nvals < 4)
+		return XB_LP_FAILED;
+	if (c->ok_if_set && t->nonzero >= 8 && t->ok == 0)
 		return XB_LP_FAILED;
 	if (c->no_constant && t->ok >= 8 && t->nvals == 1)
 		return XB_LP_CONSISTENT;
@@ -1678,13 +1703,15 @@ static enum ev ev_sched_current(struct pv *pv, size_t i, const int64_t *off, int
 	if (is_process(pv, v))
 		return EV_OK;
 	/* a process spawned since the table was read (or gone since): its
-	 * first word still a pid term (erl_term.h _TAG_IMMED1_PID, 0x3) */
+	 * first word a pid term (erl_term.h _TAG_IMMED1_PID, 0x3) ... */
 	int64_t id = off[XB_F_PROC_ID];
 	const uint8_t *b = id >= 0 && id <= 56 ? deref(pv, v, (size_t)id + 8) : NULL;
 	uint64_t term = 0;
 	if (b)
 		memcpy(&term, b + id, 8);
-	return b && (term & 0xf) == 0x3 ? EV_NA : EV_BAD;
+	/* ... or freed since, on its fix_alloc list: the first word is the
+	 * list's link (erl_alloc.c fix lists), a pointer */
+	return b && ((term & 0xf) == 0x3 || (term && term % 8 == 0 && ptr_ok(pv, term))) ? EV_NA : EV_BAD;
 }
 
 /* run_queue: the scheduler's own run queue (ErtsRunQueue_.ix is its
@@ -1732,7 +1759,8 @@ static const struct fcheck sched_checks[] = {
 	{ XB_F_SCHED_NO, ev_sched_no, 1, "scheduler N's data says N", 1, 1 },
 	{ XB_F_SCHED_DIRTY_NO, ev_sched_dirty_no, 1, "dirty scheduler N's data says N; normal ones 0", 1, 2 },
 	{ XB_F_SCHED_TYPE, ev_sched_type, 1, "0 normal, 1 dirty CPU, 2 dirty I/O, as the array", 1, 1 },
-	{ XB_F_SCHED_CURRENT_PROCESS, ev_sched_current, 1, "NULL or a process of the process table" },
+	{ XB_F_SCHED_CURRENT_PROCESS, ev_sched_current, 1, "NULL or a process of the process table",
+	  .ok_if_set = 1 },
 	{ XB_F_SCHED_RUN_QUEUE, ev_sched_runq, 1, "a run queue whose ix is the scheduler's number - 1", 1, 1 },
 };
 
