@@ -306,9 +306,9 @@ bool xb_vm_ranges_plausible(struct xb_vm *vm, uint64_t addr)
 		/* every index's allocation is plausible, staging or not; n
 		 * within it only for the active one (a load rewrites the
 		 * staging index's modules, allocated and n one by one) */
-		if (allocated > (1u << 20) || (n && !mods) || (must && n > allocated))
+		if (allocated > (1u << 20) || (must && (n > allocated || (n && !mods))))
 			return false;
-		if (n > allocated)
+		if (n > allocated || (n && !mods))
 			continue;
 		if (n == 0)
 			continue;

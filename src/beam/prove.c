@@ -115,14 +115,10 @@ struct fcheck {
 	 * eight or more objects may be a constant beside it (a default size):
 	 * CONSISTENT, not PROVEN */
 	uint8_t no_constant;
-	/* a pointer that may be NULL everywhere (an idle VM's current
-	 * process), but where eight objects or more hold one, one of them at
-	 * least must be what it points at */
-	uint8_t ok_if_set;
 };
 
 struct tally {
-	uint32_t ok, bad, seen, nonzero;
+	uint32_t ok, bad, seen;
 	uint64_t vals[64]; /* distinct values with evidence for it (up to 64) */
 	uint32_t nvals;
 	size_t first_bad; /* object of the first counterexample */
@@ -290,7 +286,6 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 		if (e == EV_BAD && t->bad < MAX_REREADS)
 			badix[t->bad] = i;
 		t->seen++;
-		t->nonzero += get(os, i, at, sz) != 0;
 		if (e == EV_OK) {
 			t->ok++;
 			uint64_t v = get(os, i, at, sz);
@@ -362,8 +357,6 @@ static enum xb_lproof verdict(const struct tally *t, const struct fcheck *c, siz
 	 * them over cache lines).  A count most leave 0 (no_constant): the
 	 * same value everywhere leaves it CONSISTENT. */
 	if (c->spread && t->ok >= 16 && t->nvals < 4)
-		return XB_LP_FAILED;
-	if (c->ok_if_set && t->nonzero >= 8 && t->ok == 0)
 		return XB_LP_FAILED;
 	if (c->no_constant && t->ok >= 8 && t->nvals == 1)
 		return XB_LP_CONSISTENT;
@@ -1703,15 +1696,34 @@ static enum ev ev_sched_current(struct pv *pv, size_t i, const int64_t *off, int
 	if (is_process(pv, v))
 		return EV_OK;
 	/* a process spawned since the table was read (or gone since): its
-	 * first word a pid term (erl_term.h _TAG_IMMED1_PID, 0x3) ... */
+	 * first word still a pid term (erl_term.h _TAG_IMMED1_PID, 0x3) */
 	int64_t id = off[XB_F_PROC_ID];
 	const uint8_t *b = id >= 0 && id <= 56 ? deref(pv, v, (size_t)id + 8) : NULL;
 	uint64_t term = 0;
 	if (b)
 		memcpy(&term, b + id, 8);
-	/* ... or freed since, on its fix_alloc list: the first word is the
-	 * list's link (erl_alloc.c fix lists), a pointer */
-	return b && ((term & 0xf) == 0x3 || (term && term % 8 == 0 && ptr_ok(pv, term))) ? EV_NA : EV_BAD;
+	if (b && (term & 0xf) == 0x3)
+		return EV_NA;
+	/* ... or freed since (its first word the link of its fix_alloc list):
+	 * a block among the live processes' (within 256 KiB of one) */
+	if (b && term && term % 8 == 0 && pv->nlive_ptrs) {
+		size_t lo = 0, hi = pv->nlive_ptrs;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (pv->live_ptrs[mid] < v)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		uint64_t d = UINT64_MAX;
+		if (lo < pv->nlive_ptrs)
+			d = pv->live_ptrs[lo] - v;
+		if (lo > 0 && v - pv->live_ptrs[lo - 1] < d)
+			d = v - pv->live_ptrs[lo - 1];
+		if (d < (256u << 10))
+			return EV_NA;
+	}
+	return EV_BAD;
 }
 
 /* run_queue: the scheduler's own run queue (ErtsRunQueue_.ix is its
@@ -1759,8 +1771,7 @@ static const struct fcheck sched_checks[] = {
 	{ XB_F_SCHED_NO, ev_sched_no, 1, "scheduler N's data says N", 1, 1 },
 	{ XB_F_SCHED_DIRTY_NO, ev_sched_dirty_no, 1, "dirty scheduler N's data says N; normal ones 0", 1, 2 },
 	{ XB_F_SCHED_TYPE, ev_sched_type, 1, "0 normal, 1 dirty CPU, 2 dirty I/O, as the array", 1, 1 },
-	{ XB_F_SCHED_CURRENT_PROCESS, ev_sched_current, 1, "NULL or a process of the process table",
-	  .ok_if_set = 1 },
+	{ XB_F_SCHED_CURRENT_PROCESS, ev_sched_current, 1, "NULL or a process of the process table" },
 	{ XB_F_SCHED_RUN_QUEUE, ev_sched_runq, 1, "a run queue whose ix is the scheduler's number - 1", 1, 1 },
 };
 
@@ -1864,6 +1875,7 @@ static bool code_ok(struct pv *pv, const int64_t *off, char *why, size_t wlen)
 	swap_off(vm, saved, off);
 	struct xb_codemap cm;
 	bool ok = true;
+	uint64_t over = xb_overruns[XB_OVR_CODEMAP_BYTES] + xb_overruns[XB_OVR_CODEMAP_ENTRIES];
 	if (xb_codemap_build(vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
 		snprintf(why, wlen, "the code tables do not read: %s", xb_err());
 		memcpy(vm->off, saved, sizeof(saved));
@@ -1879,12 +1891,17 @@ static bool code_ok(struct pv *pv, const int64_t *off, char *why, size_t wlen)
 		for (size_t k = 0; k < XB_ARRAY_SIZE(known); k++)
 			hits += strcmp(cm.v[i].name, known[k]) == 0;
 	}
-	if (cm.n < 1000 || names_bad > cm.n / 100 || hits < 3) {
+	/* a map that stopped at its budget (a VM that loaded code without
+	 * end: the newest registrations first) need not name the well-known
+	 * functions nor hold the emulator's record: its names are the
+	 * evidence */
+	bool partial = xb_overruns[XB_OVR_CODEMAP_BYTES] + xb_overruns[XB_OVR_CODEMAP_ENTRIES] != over;
+	if (cm.n < 1000 || names_bad > cm.n / 100 || (hits < 3 && !partial)) {
 		snprintf(why, wlen, "%zu entries, %zu not named as Erlang code, %zu of %zu well-known functions", cm.n,
 			 names_bad, hits, XB_ARRAY_SIZE(known));
 		ok = false;
 	}
-	if (ok && vm->flavor == XB_FLAVOR_JIT &&
+	if (ok && vm->flavor == XB_FLAVOR_JIT && !partial &&
 	    (cm.frame_layout < 0 || cm.frame_layout > 1 || !xb_codemap_find(&cm, cm.normal_exit) || !cm.saw_global)) {
 		snprintf(why, wlen, "the emulator record's frame layout %d or normal exit 0x%llx is not JIT code, or no "
 				    "record names the shared code 'global'", cm.frame_layout, (unsigned long long)cm.normal_exit);
@@ -1903,7 +1920,8 @@ static bool code_ok(struct pv *pv, const int64_t *off, char *why, size_t wlen)
 			if (tmp.code_hi[k] <= tmp.code_lo[k] || (!c && !xb_codemap_find(&cm, tmp.code_lo[k] + 8)))
 				empty++;
 		}
-		pv->ranges_ok = tmp.ncode >= 10 && empty * 20 <= tmp.ncode;
+		/* ... nor every module */
+		pv->ranges_ok = tmp.ncode >= 10 && (partial || empty * 20 <= tmp.ncode);
 		if (!pv->ranges_ok)
 			snprintf(pv->ranges_why, sizeof(pv->ranges_why), "%zu of %zu module ranges hold no code the map "
 									"names", empty, tmp.ncode);

@@ -54,7 +54,8 @@ void xb_layout_prove_lines(struct xb_vm *vm, const int64_t *off)
 	struct xb_codemap cm;
 	char why[160] = "";
 	int hits = 0, looked = 0;
-	if (xb_codemap_build(vm, &cm, XB_CM_FOLD_PROLOGUE) < 0) {
+	bool built = xb_codemap_build(vm, &cm, XB_CM_FOLD_PROLOGUE) == 0;
+	if (!built) {
 		snprintf(why, sizeof(why), "the code map does not build: %s", xb_err());
 	} else {
 		for (size_t k = 0; k < XB_ARRAY_SIZE(known); k++) {
@@ -89,12 +90,18 @@ void xb_layout_prove_lines(struct xb_vm *vm, const int64_t *off)
 	for (size_t k = 0; k < nother; k++)
 		if (off[other[k]] >= 0)
 			vm->lay.f[other[k]].proof = XB_LP_UNUSED;
-	if (vm->flavor == XB_FLAVOR_JIT)
-		xb_layout_mark(vm, off, jit_line_fields, XB_ARRAY_SIZE(jit_line_fields), ok,
-			       "lists:reverse/2, gen_server:loop/7... are at a line of lists.erl, gen_server.erl...", why);
-	else
-		xb_layout_mark(vm, off, emu_line_fields, XB_ARRAY_SIZE(emu_line_fields), ok,
-			       "lists:reverse/2, gen_server:loop/7... are at a line of lists.erl, gen_server.erl...", why);
+	const enum xb_field *mine = vm->flavor == XB_FLAVOR_JIT ? jit_line_fields : emu_line_fields;
+	size_t nmine = vm->flavor == XB_FLAVOR_JIT ? XB_ARRAY_SIZE(jit_line_fields) : XB_ARRAY_SIZE(emu_line_fields);
+	xb_layout_mark(vm, off, mine, nmine, ok,
+		       "lists:reverse/2, gen_server:loop/7... are at a line of lists.erl, gen_server.erl...", why);
+	/* none of them in the map (a map that stopped at its budget): no
+	 * evidence either way */
+	for (size_t k = 0; built && looked == 0 && k < nmine; k++)
+		if (off[mine[k]] >= 0 && vm->lay.f[mine[k]].proof == XB_LP_FAILED) {
+			vm->lay.f[mine[k]].proof = XB_LP_CONSISTENT;
+			snprintf(vm->lay.f[mine[k]].note, sizeof(vm->lay.f[0].note),
+				 "no well-known function in the code map to look at");
+		}
 }
 
 /* ------------------------------------------------------------------ */
