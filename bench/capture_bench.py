@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """capture_bench - what each capture path costs the VM it samples, and the
-sampler itself (issue 16).
+sampler itself.
 
 Part 1, throughput.  Starts Debian's stock VM with ONE scheduler running
 xb_bench (a counted loop of fixed work units), all VM threads pinned to

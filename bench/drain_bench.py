@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """drain_bench - how the perf path's drain loop gets the CPU on a saturated
-machine, and what each choice costs (issue 16: "decide how the draining
+machine, and what each choice costs ("decide how the draining
 thread gets CPU on a saturated machine (priority, batching, wake-ups)
 without taking more than it needs; measure it").
 

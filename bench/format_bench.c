@@ -15,7 +15,7 @@
  * time (open to close, the file's size) and the median's ratio to the
  * folded writer's, the baseline every flame graph tool starts from.
  *
- * Then the flame graph's size bound (issue 10: "the SVG of a profile with
+ * Then the flame graph's size bound ("the SVG of a profile with
  * 50,000 distinct stacks stays under 10 MB"): the SVG of synth_big() with
  * 50,000 distinct stacks weighted as sampling would and all alike, and of
  * the worst cases, synth_wide(N, 60, 55): 600 chains (the most frames
@@ -68,7 +68,7 @@ static const struct {
 #define NFMT (sizeof(formats) / sizeof(formats[0]))
 #define BLAME NFMT /* the --blame filter's slot */
 
-/* issue 10: the SVG of any profile stays under 10 MB */
+/* the SVG of any profile stays under 10 MB */
 #define XB_FLAME_BOUND_BYTES 10000000.0
 
 /* Write P's flame graph to a file in DIR: its size, or -1 (a message on
