@@ -263,6 +263,17 @@ static bool mfa_at(struct pv *pv, uint64_t p, const int64_t *off)
 /* ------------------------------------------------------------------ */
 /* evaluating one invariant over a set */
 
+/* One more object with evidence for the field, holding V. */
+static void tally_ok(struct tally *t, uint64_t v)
+{
+	t->ok++;
+	for (uint32_t k = 0; k < t->nvals; k++)
+		if (t->vals[k] == v)
+			return;
+	if (t->nvals < 64)
+		t->vals[t->nvals++] = v;
+}
+
 static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c, const int64_t *off,
 		  int64_t at, struct tally *t)
 {
@@ -287,14 +298,7 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 			badix[t->bad] = i;
 		t->seen++;
 		if (e == EV_OK) {
-			t->ok++;
-			uint64_t v = get(os, i, at, sz);
-			bool seen = false;
-			for (uint32_t k = 0; k < t->nvals; k++)
-				seen |= t->vals[k] == v;
-			if (!seen && t->nvals < 64)
-				t->vals[t->nvals++] = v;
-
+			tally_ok(t, get(os, i, at, sz));
 		}
 		else if (e == EV_BAD) {
 			if (!t->bad) {
@@ -321,15 +325,8 @@ static void tally(struct pv *pv, const struct objset *os, const struct fcheck *c
 			if (e == EV_BAD && !pv->tally_over)
 				continue;
 			t->bad--;
-			if (e == EV_OK && !pv->tally_over) {
-				t->ok++;
-				uint64_t v = get(os, i, at, sz);
-				bool seen = false;
-				for (uint32_t j = 0; j < t->nvals; j++)
-					seen |= t->vals[j] == v;
-				if (!seen && t->nvals < 64)
-					t->vals[t->nvals++] = v;
-			}
+			if (e == EV_OK && !pv->tally_over)
+				tally_ok(t, get(os, i, at, sz));
 		}
 	}
 	pv->in_tally = false;
